@@ -1,0 +1,204 @@
+"""The checklist file: per-tool requirements derived from a policy.
+
+A checklist belongs to one policy text, identified by its sha256. For every
+tool it says whether the tool mutates state and which requirements a call must
+meet. A requirement is either ``data`` (verifiable from tool results, often
+with a deterministic ``check`` in CEL that the hard gate proves) or
+``procedural`` (what was said in the dialogue: left to the verifier model).
+
+Tools the checklist does not name are mutating: an unknown tool is never let
+through unverified. Tool keys may be exact names or globs (``update_*``); an
+exact name wins over a glob, and among globs the first listed wins.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from .canonical import canonical_json, policy_version, sha256_hex
+from .errors import ChecklistError
+from .yamlsource import LocatedYaml, load_yaml_file, load_yaml_text
+
+SCHEMA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Example(_Model):
+    """A worked case for a ``check``: the inputs and whether they comply."""
+
+    args: dict[str, Any] = Field(default_factory=dict)
+    facts: dict[str, Any] = Field(default_factory=dict)
+    principal: str | None = None
+    complies: bool
+    note: str | None = None
+
+
+class Requirement(_Model):
+    """One atomic requirement a mutating call must meet."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    text: str = Field(min_length=1)
+    kind: Literal["data", "procedural"]
+    source: str = Field(min_length=1, description="The policy sentence this requirement comes from, quoted.")
+    prerequisites: list[str] = Field(
+        default_factory=list, description="Read-only tools whose results this requirement needs."
+    )
+    check: str | None = Field(
+        default=None,
+        description="A CEL expression over args, facts, principal and now; true means the call complies.",
+    )
+    examples: list[Example] = Field(default_factory=list)
+
+
+class ToolSpec(_Model):
+    """What the checklist says about one tool (or a glob of tools)."""
+
+    mutating: bool = True
+    description: str | None = None
+    requirements: list[Requirement] = Field(default_factory=list)
+
+
+class FactSource(_Model):
+    """Where a named fact comes from: the result of a read tool.
+
+    ``match`` maps the read tool's argument to a CEL expression over the pending
+    call's ``args`` (and facts resolved before this one). The newest successful
+    result of ``tool`` whose arguments match is the fact.
+    """
+
+    tool: str
+    match: dict[str, str] = Field(default_factory=dict)
+    description: str | None = None
+
+
+class PolicyRef(_Model):
+    """The policy this checklist was written for."""
+
+    name: str
+    version: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    path: str | None = None
+
+
+class Checklist(_Model):
+    """A whole checklist file."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    policy: PolicyRef
+    clock: datetime | None = Field(
+        default=None, description="The policy's fixed 'now', if it declares one (timezone-aware)."
+    )
+    facts: dict[str, FactSource] = Field(default_factory=dict)
+    tools: dict[str, ToolSpec] = Field(default_factory=dict)
+    general_rules: list[Requirement] = Field(
+        default_factory=list, description="Requirements that apply to every mutating call."
+    )
+
+    _source: LocatedYaml | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> LocatedYaml | None:
+        """Where the checklist was loaded from (file and lines), if from YAML."""
+        return self._source
+
+    def error_at(self, message: str, path: tuple[str | int, ...]) -> ChecklistError:
+        """A ChecklistError pointing at ``path`` in the source file, when known."""
+        if self._source is not None:
+            return self._source.error(message, path)
+        return ChecklistError(message, field=".".join(str(p) for p in path) or None)
+
+    @field_validator("clock")
+    @classmethod
+    def _clock_is_aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("clock must carry a timezone offset, e.g. 2024-05-15T15:00:00-05:00")
+        return value
+
+    @cached_property
+    def version(self) -> str:
+        """This checklist's own version: the sha256 of its canonical content."""
+        return "sha256:" + sha256_hex(canonical_json(self.model_dump(mode="json")))
+
+    def tool_spec(self, tool: str) -> ToolSpec | None:
+        """The spec for ``tool``: exact key first, then the first matching glob."""
+        if tool in self.tools:
+            return self.tools[tool]
+        for pattern, spec in self.tools.items():
+            if any(ch in pattern for ch in "*?[") and fnmatch.fnmatchcase(tool, pattern):
+                return spec
+        return None
+
+    def is_mutating(self, tool: str) -> bool:
+        """False only when the checklist declares the tool read-only."""
+        spec = self.tool_spec(tool)
+        return True if spec is None else spec.mutating
+
+    def requirements_for(self, tool: str) -> list[Requirement]:
+        """The tool's own requirements followed by the general rules."""
+        spec = self.tool_spec(tool)
+        own = spec.requirements if spec is not None else []
+        return [*own, *self.general_rules]
+
+    def check_policy(self, policy_text: str) -> None:
+        """Raise if ``policy_text`` is not the policy this checklist was written for."""
+        actual = policy_version(policy_text)
+        if actual != self.policy.version:
+            raise ChecklistError(
+                f"policy version mismatch: checklist expects {self.policy.version}, the policy text is {actual}",
+                field="policy.version",
+            )
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        return cls.model_json_schema()
+
+
+def _from_located(doc: LocatedYaml) -> Checklist:
+    if not isinstance(doc.data, dict):
+        raise ChecklistError("a checklist must be a YAML mapping", file=doc.file, line=1)
+    try:
+        checklist = Checklist.model_validate(doc.data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        path = tuple(first["loc"])
+        more = len(exc.errors()) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise doc.error(first["msg"] + suffix, path) from exc
+    ids: dict[str, tuple[str | int, ...]] = {}
+    for name, spec in checklist.tools.items():
+        for index, req in enumerate(spec.requirements):
+            path: tuple[str | int, ...] = ("tools", name, "requirements", index, "id")
+            if req.id in ids:
+                raise doc.error(f"duplicate requirement id {req.id!r}", path)
+            ids[req.id] = path
+    for index, req in enumerate(checklist.general_rules):
+        path = ("general_rules", index, "id")
+        if req.id in ids:
+            raise doc.error(f"duplicate requirement id {req.id!r}", path)
+        ids[req.id] = path
+    checklist._source = doc
+    return checklist
+
+
+def load_checklist(path: str | Path) -> Checklist:
+    """Load and validate a checklist file; errors name the file, line and field."""
+    return _from_located(load_yaml_file(path))
+
+
+def parse_checklist(text: str, file: str = "<string>") -> Checklist:
+    """Load a checklist from YAML text."""
+    return _from_located(load_yaml_text(text, file=file))
+
+
+def checklist_schema_json() -> str:
+    """The JSON Schema of the checklist file, pretty-printed."""
+    return json.dumps(Checklist.json_schema(), indent=2)

@@ -1,0 +1,105 @@
+"""What a stage decides about one pending call.
+
+Three outcomes are kept apart, each with its own constructor:
+
+* :meth:`Decision.allow` - the call may reach the tool;
+* :meth:`Decision.block` - the call is removed and ``message`` goes back to the
+  agent as the tool's error result;
+* :meth:`Decision.halt` - the run must stop (e.g. an integrator's kill switch).
+
+Stages (gate, verifier, approver) may also return ``escalate``: "not mine to
+decide", handing the call to the next stage. A chain that ends on escalate
+blocks.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Outcome = Literal["allow", "block", "halt", "escalate"]
+Stage = Literal["read_only", "gate", "gate_error", "verifier", "verifier_error", "approver", "guard"]
+Status = Literal["MET", "NOT_MET", "NOT_APPLICABLE", "UNVERIFIED"]
+
+
+class Usage(BaseModel):
+    """Tokens, latency and cost of one model call (or their sum)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    latency_s: float = 0.0
+    calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0.0) + (
+            other.cost_usd or 0.0
+        )
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=cost,
+            latency_s=self.latency_s + other.latency_s,
+            calls=self.calls + other.calls,
+        )
+
+
+class RequirementResult(BaseModel):
+    """One requirement's judgement, and who judged it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    status: Status
+    evidence: str | None = None
+    judged_by: Literal["gate", "verifier", "none"] = "verifier"
+
+
+class Decision(BaseModel):
+    """A stage's (or the guard's) decision about one call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Outcome
+    stage: Stage
+    message: str | None = Field(default=None, description="Remediation for the agent (block) or reason (halt).")
+    verdict: Literal["PASS", "BLOCK"] | None = None
+    requirements: list[RequirementResult] = Field(default_factory=list)
+    call_id: str | None = None
+    tool: str | None = None
+    args_sha256: str | None = None
+    inconsistency: str | None = None
+    error: str | None = None
+    usage: Usage | None = None
+    resolver_reads: int = 0
+    grant: str | None = Field(default=None, description="A signed call-bound grant, when the gate issued one.")
+
+    @classmethod
+    def allow(cls, stage: Stage, **fields: object) -> Decision:
+        return cls(outcome="allow", stage=stage, verdict="PASS", **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def block(cls, stage: Stage, message: str, **fields: object) -> Decision:
+        return cls(outcome="block", stage=stage, message=message, verdict="BLOCK", **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def halt(cls, stage: Stage, reason: str, **fields: object) -> Decision:
+        return cls(outcome="halt", stage=stage, message=reason, verdict="BLOCK", **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def escalate(cls, stage: Stage, **fields: object) -> Decision:
+        return cls(outcome="escalate", stage=stage, **fields)  # type: ignore[arg-type]
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome == "allow"
+
+    @property
+    def unverified(self) -> list[str]:
+        """Ids of requirements nobody could judge (e.g. with ``--model none``)."""
+        return [r.id for r in self.requirements if r.status == "UNVERIFIED"]

@@ -1,0 +1,44 @@
+"""Model backends behind one Protocol. No provider SDK is imported until used."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from .base import Model, ModelRequest, ModelResponse, PromptPart
+from .scripted import ScriptedModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+__all__ = ["Model", "ModelRequest", "ModelResponse", "PromptPart", "ScriptedModel", "resolve_model"]
+
+
+def resolve_model(spec: str) -> Model | None:
+    """Build a model from a spec string.
+
+    * ``none`` - no model: only the deterministic layer runs;
+    * ``scripted:FILE.json`` - a :class:`ScriptedModel` playing FILE's steps;
+    * ``openai-sdk:MODEL`` / ``anthropic-sdk:MODEL`` - the direct SDK backends
+      (extras ``openai`` / ``anthropic``);
+    * ``litellm:MODEL`` or a bare ``MODEL`` (e.g. ``openai/gpt-4.1-mini``) - LiteLLM.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise ConfigError("empty model spec")
+    if spec == "none":
+        return None
+    prefix, _, rest = spec.partition(":")
+    if rest and prefix == "scripted":
+        return ScriptedModel.from_file(rest)
+    if rest and prefix == "openai-sdk":
+        from .openai_backend import OpenAIModel
+
+        return OpenAIModel(rest)
+    if rest and prefix == "anthropic-sdk":
+        from .anthropic_backend import AnthropicModel
+
+        return AnthropicModel(rest)
+    from .litellm_backend import LiteLLMModel
+
+    return LiteLLMModel(rest if rest and prefix == "litellm" else spec)

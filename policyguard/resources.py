@@ -1,0 +1,37 @@
+"""Where the shipped prompts and checklists live.
+
+In the repository they are the top-level ``prompts/`` and ``checklists/``
+folders; a built wheel carries copies under ``policyguard/_data/``. Both
+layouts resolve here, so installed and source checkouts behave the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import ConfigError
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError(f"shipped {name}/ folder not found next to the policyguard package")
+
+
+def prompts_dir() -> Path:
+    return _data_dir("prompts")
+
+
+def checklists_dir() -> Path:
+    return _data_dir("checklists")
+
+
+def shipped_checklist(name: str) -> Path:
+    """The path of a shipped checklist, e.g. ``shipped_checklist("airline")``."""
+    path = checklists_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no shipped checklist named {name!r} (looked for {path})")
+    return path
