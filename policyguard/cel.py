@@ -1,0 +1,163 @@
+"""CEL checks: compile a checklist's ``check`` once, evaluate it per call.
+
+A check is a Common Expression Language expression over four variables:
+
+* ``args`` - map of the pending call's arguments;
+* ``facts`` - map fact name -> JSON value of a trusted read (see :mod:`policyguard.facts`);
+* ``principal`` - the authenticated user id (string) or ``null``;
+* ``now`` - a CEL timestamp (an aware :class:`datetime.datetime` from Python).
+
+Two helper functions are registered, and only these (a small, documented set):
+
+* ``ts(s)`` - parse an ISO-8601 timestamp string. A string without an offset
+  (tau2 writes ``"2024-05-14T15:00:00"``) is read in the timezone of ``now``,
+  because such policies state their times in the same local clock as their
+  "current time"; a date alone (``"2024-05-14"``) is midnight in that timezone.
+  CEL's own ``timestamp()`` rejects strings without an offset.
+* ``sum_of(list)`` - the sum of a list of numbers (e.g. payment amounts).
+
+Missing data is never silently true or false: ``args.x`` when the call has no
+``x`` raises :class:`CelEvalError`, and the gate turns that into a BLOCK. A
+check states optional fields explicitly with ``has(args.x)``. A check must
+return a bool; anything else is an error, not a truthy value.
+
+Engine choice - measured on this machine (Python 3.11, 2 cores) with the check
+``args.amount <= facts.order.captured && facts.order.user_id == principal &&
+args.amount <= 500``:
+
+* ``common-expression-language`` 0.10 (module ``cel``, Rust): 22 us/eval median
+  passing a dict, 31 us including a fresh ``Context`` with the helper functions
+  (what :meth:`CheckProgram.evaluate` does); 50 us/compile. Compares ``int``
+  with ``double`` (JSON ``50`` vs ``50.0``) as CEL's current spec does; parse
+  errors come with line:column and a caret; timestamps and durations are native
+  and Python functions may return aware datetimes. Import ~0.34 s (lazy here).
+* ``cel-python`` 0.5 (module ``celpy``, pure Python, lark): 674 us/eval median
+  including the JSON->CEL conversion (380 us pre-converted), 356 us/compile.
+  Rejects ``50 <= 50.0`` with "no such overload", so every check over JSON
+  numbers would need ``double()`` casts; errors are tuples of internal
+  exceptions; accepts timestamps without an offset (as UTC, silently).
+
+We use ``cel``: ~20x faster, friendlier to JSON numbers, clearer messages.
+The engine is imported inside functions so ``import policyguard`` stays light.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any
+
+from .errors import PolicyGuardError
+
+CHECK_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal", "now"})
+HELPER_FUNCTIONS: frozenset[str] = frozenset({"ts", "sum_of"})
+
+_FACT_DOT = re.compile(r"(?<![\w.])facts\s*\.\s*([A-Za-z_]\w*)")
+_FACT_INDEX = re.compile(r"(?<![\w.])facts\s*\[\s*(?:\"([^\"]+)\"|'([^']+)')\s*\]")
+_BOUND = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
+_BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_]\w*)\s*,")
+
+
+class CelError(PolicyGuardError):
+    """A CEL expression could not be compiled or evaluated."""
+
+
+class CelCompileError(CelError):
+    """The expression does not parse; the message is the engine's, with the position."""
+
+
+class CelEvalError(CelError):
+    """Evaluation failed: a missing key or field, a type error, a non-bool check result."""
+
+
+@dataclass(frozen=True)
+class CheckProgram:
+    """A compiled check. Immutable and safe to share between threads."""
+
+    source: str
+    _program: Any = field(repr=False, compare=False)
+
+    def variables(self) -> set[str]:
+        """The top-level variables the expression reads (comprehension variables excluded)."""
+        bound = set(_BOUND.findall(self.source)) | set(_BIND.findall(self.source))
+        if _BIND.search(self.source):
+            bound.add("cel")
+        return set(self._program.variables()) - bound
+
+    def fact_names(self) -> set[str]:
+        """The names X the expression uses as ``facts.X`` or ``facts["X"]``."""
+        names = set(_FACT_DOT.findall(self.source))
+        for double, single in _FACT_INDEX.findall(self.source):
+            names.add(double or single)
+        return names
+
+    def evaluate(self, variables: Mapping[str, Any]) -> Any:
+        """The expression's value; raises :class:`CelEvalError` on any evaluation failure."""
+        import cel
+
+        now = variables.get("now")
+        if isinstance(now, datetime) and now.tzinfo is None:
+            raise CelEvalError("now must be a timezone-aware datetime")
+        context = cel.Context(variables=dict(variables), functions=_helpers(now))
+        try:
+            return self._program.execute(context)
+        except KeyError as exc:
+            key = exc.args[0] if exc.args else "?"
+            raise CelEvalError(
+                f"no such key or field {key!r} in {self.source!r} (test optional fields with has(...))"
+            ) from exc
+        except (TypeError, ValueError, RuntimeError, ArithmeticError) as exc:
+            raise CelEvalError(f"{self.source!r}: {exc}") from exc
+
+    def holds(self, variables: Mapping[str, Any]) -> bool:
+        """True only if the expression evaluates to exactly ``true``; a non-bool is an error."""
+        result = self.evaluate(variables)
+        if not isinstance(result, bool):
+            raise CelEvalError(f"check must return a bool, got {type(result).__name__}: {self.source!r}")
+        return result
+
+
+def compile_check(expression: str) -> CheckProgram:
+    """Compile ``expression``; raises :class:`CelCompileError` with the engine's message."""
+    import cel
+
+    if not expression.strip():
+        raise CelCompileError("empty CEL expression")
+    try:
+        program = cel.compile(expression)
+    except (ValueError, RuntimeError, TypeError) as exc:
+        raise CelCompileError(str(exc)) from exc
+    return CheckProgram(source=expression, _program=program)
+
+
+def parse_timestamp(text: str, default_tz: tzinfo | None) -> datetime:
+    """Parse an ISO-8601 string; a naive one takes ``default_tz`` (error when there is none)."""
+    if not isinstance(text, str):
+        raise ValueError(f"ts() expects a string, got {type(text).__name__}")
+    text = text.strip()
+    if text.endswith(("Z", "z")):  # Python 3.10's fromisoformat has no "Z"
+        text = text[:-1] + "+00:00"
+    value = datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        if default_tz is None:
+            raise ValueError(f"timestamp {text!r} has no offset and now has no timezone")
+        value = value.replace(tzinfo=default_tz)
+    return value
+
+
+def _helpers(now: Any) -> dict[str, Callable[..., Any]]:
+    default_tz = now.tzinfo if isinstance(now, datetime) else None
+
+    def ts(text: str) -> datetime:
+        return parse_timestamp(text, default_tz)
+
+    def sum_of(values: list[Any]) -> int | float:
+        if not isinstance(values, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in values
+        ):
+            raise ValueError("sum_of() expects a list of numbers")
+        return sum(values)
+
+    return {"ts": ts, "sum_of": sum_of}
