@@ -81,6 +81,19 @@ class FactSource(_Model):
     description: str | None = None
 
 
+class PrincipalSource(_Model):
+    """Where the authenticated user comes from when the integrator does not say.
+
+    The principal is the value of ``field`` in the result of the FIRST
+    successful call of ``tool`` in the trajectory (tau2: ``get_user_details`` /
+    ``user_id`` - the agent authenticates the user by looking them up). It is a
+    tool result, so it is trusted; what the user types is not.
+    """
+
+    tool: str
+    field: str
+
+
 class PolicyRef(_Model):
     """The policy this checklist was written for."""
 
@@ -101,6 +114,9 @@ class Checklist(_Model):
     tools: dict[str, ToolSpec] = Field(default_factory=dict)
     general_rules: list[Requirement] = Field(
         default_factory=list, description="Requirements that apply to every mutating call."
+    )
+    principal: PrincipalSource | None = Field(
+        default=None, description="Where to read the authenticated user id when the integrator gives none."
     )
 
     _source: LocatedYaml | None = PrivateAttr(default=None)
