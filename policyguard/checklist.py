@@ -60,12 +60,41 @@ class Requirement(_Model):
     examples: list[Example] = Field(default_factory=list)
 
 
+class EffectSpec(_Model):
+    """The side effect a tool has, so the executor can keep a ledger of it.
+
+    For ``money`` the executor reads the amount, transaction and idempotency key
+    from the named arguments, claims the key in the ledger before calling the
+    tool (a retry with the same key returns the recorded result, never a second
+    effect) and refuses any amount that would take the transaction's total
+    beyond what was captured.
+    """
+
+    kind: Literal["money"] = "money"
+    amount_arg: str = Field(default="amount", description="Argument holding the amount.")
+    currency_arg: str | None = Field(default=None, description="Argument holding the currency, if any.")
+    transaction_arg: str = Field(description="Argument naming the transaction (order, payment) the money moves on.")
+    idempotency_arg: str = Field(
+        default="idempotency_key", description="Argument holding the key that makes retries safe; required."
+    )
+    resource_arg: str | None = Field(
+        default=None, description="Argument that must equal the resource the grant was issued for."
+    )
+    ceiling: float | None = Field(default=None, description="Largest amount one call may move, whatever the grant.")
+    approval_threshold: float | None = Field(
+        default=None, description="Amounts above this need a recorded human approval (the gate checks it)."
+    )
+
+
 class ToolSpec(_Model):
     """What the checklist says about one tool (or a glob of tools)."""
 
     mutating: bool = True
     description: str | None = None
     requirements: list[Requirement] = Field(default_factory=list)
+    effect: EffectSpec | None = Field(
+        default=None, description="The tool's side effect, when the executor must keep a ledger of it."
+    )
 
 
 class FactSource(_Model):
