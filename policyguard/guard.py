@@ -1,0 +1,368 @@
+"""The guard: the one object an integration talks to.
+
+``Guard.check(call, trajectory)`` decides one pending tool call:
+
+1. a read-only tool (declared ``mutating: false`` in the checklist) is allowed;
+2. a mutating call - including any tool the checklist does not know - goes to
+   the deterministic gate, which blocks what it can disprove and escalates the
+   rest;
+3. the verifier model judges what the gate escalated.
+
+Any block wins. A chain that ends on escalate blocks, unless the guard was built
+with ``allow_unverified=True`` (gate-only runs such as ``--model none``), in
+which case the unjudged requirements are listed as UNVERIFIED. In advisory mode
+(``strict=False``) a BLOCK verdict is recorded but the call is allowed; a halt
+is never softened.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .checklist import Checklist, load_checklist
+from .counters import Counters, CounterSnapshot
+from .decision import Decision, RequirementResult, Usage
+from .messages import Message, ToolCall, Trajectory
+from .stages import CheckContext, Gate, Verifier
+from .trace import Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .grants import GrantIssuer
+
+NO_VERIFIER_MESSAGE = (
+    "This action needs a policy check that could not be run, so it was not performed. "
+    "Do not retry it now; tell the user it cannot be completed at the moment or transfer them to a human agent."
+)
+
+
+class Guard:
+    """Checks pending tool calls against a policy and its checklist."""
+
+    def __init__(
+        self,
+        checklist: Checklist,
+        policy_text: str,
+        *,
+        gate: Gate | None = None,
+        verifier: Verifier | None = None,
+        strict: bool = True,
+        allow_unverified: bool = False,
+        trace: Trace | None = None,
+        principal: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        grants: GrantIssuer | None = None,
+        decision_ttl_s: float = 300.0,
+    ) -> None:
+        checklist.check_policy(policy_text)
+        self.checklist = checklist
+        self.policy_text = policy_text
+        self.gate = gate
+        self.verifier = verifier
+        self.strict = strict
+        self.allow_unverified = allow_unverified
+        self.trace = trace if trace is not None else Trace()
+        self.principal = principal
+        self.grants = grants
+        self.decision_ttl_s = decision_ttl_s
+        self._clock = clock
+        self._counters = Counters()
+
+    @classmethod
+    def from_files(
+        cls,
+        *,
+        policy: str | Path,
+        checklist: str | Path,
+        model: str = "none",
+        mode: str = "checklist",
+        use_gate: bool = True,
+        strict: bool = True,
+        trace_path: str | Path | None = None,
+        principal: str | None = None,
+    ) -> Guard:
+        """Build a guard from a policy file, a checklist file and a model spec.
+
+        ``model="none"`` runs only the deterministic gate and reports model-judged
+        requirements as UNVERIFIED. Any other spec goes through
+        :func:`policyguard.resolve_model`.
+        """
+        from .gate import HardGate
+        from .models import resolve_model
+
+        loaded = load_checklist(checklist)
+        policy_text = Path(policy).read_text(encoding="utf-8")
+        backend = resolve_model(model)
+        verifier: Verifier | None = None
+        if backend is not None:
+            from .verifier import LLMVerifier
+
+            verifier = LLMVerifier(backend, mode=mode)  # type: ignore[arg-type]
+        return cls(
+            loaded,
+            policy_text,
+            gate=HardGate(loaded) if use_gate else None,
+            verifier=verifier,
+            strict=strict,
+            allow_unverified=backend is None,
+            trace=Trace(trace_path) if trace_path else None,
+            principal=principal,
+        )
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def counters(self) -> CounterSnapshot:
+        return self._counters.snapshot()
+
+    def context(self) -> CheckContext:
+        return CheckContext(
+            checklist=self.checklist,
+            policy_text=self.policy_text,
+            now=self._now(),
+            principal=self.principal,
+        )
+
+    def check(self, call: ToolCall, trajectory: Trajectory) -> Decision:
+        """Decide one pending call. Thread-safe."""
+        started = time.perf_counter()
+        self._submit(call)
+        context = self.context()
+        first = self._first_stage(call, trajectory, context)
+        if first.outcome == "escalate":
+            if self.verifier is None:
+                decision = self._no_verifier(call, first)
+            else:
+                try:
+                    second = self.verifier.verify(call, trajectory, context)
+                except Exception as exc:  # a verifier must never raise; if it does, block
+                    second = _verifier_crash(call, exc)
+                decision = _merge(first, second)
+        else:
+            decision = first
+        return self._finish(call, decision, started)
+
+    async def acheck(self, call: ToolCall, trajectory: Trajectory) -> Decision:
+        """Async :meth:`check`: the verifier call is awaited, the gate runs inline."""
+        started = time.perf_counter()
+        self._submit(call)
+        context = self.context()
+        first = self._first_stage(call, trajectory, context)
+        if first.outcome == "escalate":
+            if self.verifier is None:
+                decision = self._no_verifier(call, first)
+            else:
+                try:
+                    second = await self.verifier.averify(call, trajectory, context)
+                except Exception as exc:
+                    second = _verifier_crash(call, exc)
+                decision = _merge(first, second)
+        else:
+            decision = first
+        return self._finish(call, decision, started)
+
+    def record_execution(self, decision: Decision, *, executed: bool, error: str | None = None) -> None:
+        """Tell the guard whether an allowed call reached the tool (runtime view)."""
+        if executed:
+            mutating = self.checklist.is_mutating(decision.tool or "")
+            self._counters.add(executed=1, executed_mutating=1 if mutating else 0)
+            self.trace.emit(
+                "execute",
+                call_id=decision.call_id,
+                tool=decision.tool,
+                args_sha256=decision.args_sha256,
+                reached_executor=True,
+            )
+        else:
+            self._counters.add(executor_refused=1)
+            self.trace.emit(
+                "executor_refused",
+                call_id=decision.call_id,
+                tool=decision.tool,
+                args_sha256=decision.args_sha256,
+                error=error,
+            )
+
+    # -- internals ----------------------------------------------------------
+
+    def _now(self) -> datetime:
+        if self._clock is not None:
+            return self._clock()
+        if self.checklist.clock is not None:
+            return self.checklist.clock
+        return datetime.now(timezone.utc)
+
+    def _submit(self, call: ToolCall) -> None:
+        self.trace.emit("submit", call_id=call.id, tool=call.name, args_sha256=call.args_sha256)
+
+    def _first_stage(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        ids = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256}
+        if not self.checklist.is_mutating(call.name):
+            return Decision.allow("read_only", **ids)
+        if self.gate is None:
+            return Decision.escalate(
+                "guard",
+                requirements=[
+                    RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none")
+                    for r in self.checklist.requirements_for(call.name)
+                ],
+                **ids,
+            )
+        try:
+            decision = self.gate.check(call, trajectory, context)
+        except Exception as exc:  # the gate must fail closed too
+            return Decision.block(
+                "gate_error",
+                "The policy check for this action failed, so it was not performed. "
+                "Do not retry it now; explain that it cannot be completed at the moment.",
+                error=f"{type(exc).__name__}: {exc}",
+                **ids,
+            )
+        return decision.model_copy(update=ids)
+
+    def _no_verifier(self, call: ToolCall, first: Decision) -> Decision:
+        if self.allow_unverified:
+            return Decision.allow(
+                first.stage,
+                requirements=first.requirements,
+                resolver_reads=first.resolver_reads,
+                call_id=call.id,
+                tool=call.name,
+                args_sha256=call.args_sha256,
+            )
+        return Decision.block(
+            "guard",
+            NO_VERIFIER_MESSAGE,
+            requirements=first.requirements,
+            error="no verifier configured for requirements the gate could not prove",
+            call_id=call.id,
+            tool=call.name,
+            args_sha256=call.args_sha256,
+        )
+
+    def _finish(self, call: ToolCall, decision: Decision, started: float) -> Decision:
+        if decision.outcome == "escalate":  # a stage chain must never end undecided
+            decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
+        advisory = False
+        if decision.outcome == "block" and not self.strict:
+            advisory = True
+            decision = decision.model_copy(update={"outcome": "allow"})
+        decision = decision.model_copy(update={"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256})
+        if decision.outcome == "allow" and self.grants is not None:
+            token = self.grants.issue(
+                call,
+                principal=self.principal,
+                resource=None,
+                policy_version=self.checklist.policy.version,
+            )
+            decision = decision.model_copy(update={"grant": token})
+        self._count(decision, advisory)
+        self._record(call, decision, advisory, time.perf_counter() - started)
+        return decision
+
+    def _count(self, decision: Decision, advisory: bool) -> None:
+        if decision.stage == "read_only":
+            self._counters.add(read_only=1)
+            return
+        deltas: dict[str, int] = {"attempted_mutating": 1}
+        if decision.outcome == "halt":
+            deltas["halted"] = 1
+        elif decision.verdict == "BLOCK":
+            deltas["blocked"] = 1
+            if advisory:
+                deltas["advisory_blocks"] = 1
+        else:
+            deltas["passed"] = 1
+        if decision.stage in ("verifier_error", "gate_error"):
+            deltas["errors"] = 1
+        self._counters.add(**deltas)
+
+    def _record(self, call: ToolCall, decision: Decision, advisory: bool, latency_s: float) -> None:
+        usage = decision.usage or Usage()
+        verdict_event = "allow" if decision.outcome == "allow" else "deny"
+        extra: dict[str, Any] = {}
+        if verdict_event == "allow":
+            extra["policy_version"] = self.checklist.policy.version
+            extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
+        self.trace.emit(verdict_event, call_id=call.id, tool=call.name, args_sha256=call.args_sha256, **extra)
+        self.trace.emit(
+            "decision",
+            call_id=call.id,
+            tool=call.name,
+            args_sha256=call.args_sha256,
+            policy_version=self.checklist.policy.version,
+            checklist_version=self.checklist.version,
+            outcome=decision.outcome,
+            stage=decision.stage,
+            verdict=decision.verdict,
+            advisory=advisory,
+            requirements=[r.model_dump() for r in decision.requirements],
+            remediation=decision.message,
+            inconsistency=decision.inconsistency,
+            error=decision.error,
+            reached_executor=False if decision.outcome != "allow" else None,
+            latency_s=round(latency_s, 6),
+            input_tokens=usage.input_tokens,
+            cached_tokens=usage.cached_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=usage.cost_usd,
+            resolver_reads=decision.resolver_reads,
+        )
+
+
+def remediation_message(call: ToolCall, decision: Decision) -> Message:
+    """The error tool result that replaces a blocked call's effect for the agent."""
+    text = decision.message or NO_VERIFIER_MESSAGE
+    return Message(role="tool", tool_call_id=call.id, name=call.name, content=text, is_error=True)
+
+
+def _ttl(grants: GrantIssuer | None, default: float) -> float:
+    """How long an allow stays valid: the grant's lifetime when grants are issued."""
+    ttl = getattr(grants, "ttl_s", None) if grants is not None else None
+    return float(ttl) if ttl is not None else default
+
+
+def _verifier_crash(call: ToolCall, exc: Exception) -> Decision:
+    return Decision.block(
+        "verifier_error",
+        "Verification was not possible, so this action was not performed. "
+        "Do not retry it now; tell the user it cannot be completed at the moment.",
+        error=f"{type(exc).__name__}: {exc}",
+        call_id=call.id,
+        tool=call.name,
+        args_sha256=call.args_sha256,
+    )
+
+
+def _merge(gate: Decision, verifier: Decision) -> Decision:
+    """Combine the gate's proven results with the verifier's judgement; deny wins."""
+    by_id: dict[str, RequirementResult] = {r.id: r for r in verifier.requirements}
+    for result in gate.requirements:
+        other = by_id.get(result.id)
+        if result.judged_by == "gate" or other is None:
+            if other is not None and other.status == "NOT_MET":
+                continue  # the verifier found a violation the gate did not: keep it
+            by_id[result.id] = result
+    merged = list(by_id.values())
+    usage = verifier.usage
+    return verifier.model_copy(
+        update={"requirements": merged, "usage": usage, "resolver_reads": gate.resolver_reads + verifier.resolver_reads}
+    )
+
+
+def after_block(trajectory: Trajectory, call: ToolCall, decision: Decision) -> tuple[Trajectory, Trajectory]:
+    """The two views of a dialogue after ``call`` was blocked.
+
+    * the agent's view keeps the call and answers it with the remediation as an
+      error tool result (providers require every call to be answered);
+    * the environment's view drops the call entirely, so replaying or
+      evaluating the trajectory never sees an effect that did not happen.
+    """
+    agent = Trajectory(messages=list(trajectory.messages))
+    if not any(c.id == call.id for m in agent.messages for c in m.tool_calls):
+        agent.append(Message(role="assistant", tool_calls=[call]))
+    agent.append(remediation_message(call, decision))
+    return agent, trajectory.without_call(call.id)

@@ -1,0 +1,100 @@
+"""A drop-in guard for a plain tool-calling loop.
+
+Give it your tool functions; it runs read-only ones directly, sends mutating
+ones through the guard, and returns what the loop should append: the tool's
+result, or - when the guard blocks - the remediation as the tool's error result
+with the same call id, so the model reads it on its next turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .decision import Decision
+from .guard import Guard, remediation_message
+from .messages import ToolCall, Trajectory
+
+
+class ToolOutcome(BaseModel):
+    """What happened to one call: the text for the model, and the decision behind it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    tool: str
+    content: str
+    is_error: bool
+    executed: bool
+    decision: Decision
+
+
+class GuardedTools:
+    """Your tool functions, behind a :class:`Guard`.
+
+    Tool functions take the call's arguments as keyword arguments and return
+    anything JSON-serialisable (or a string). An exception raised by the tool is
+    returned to the model as an error result, as a plain loop would.
+    """
+
+    def __init__(self, guard: Guard, tools: dict[str, Callable[..., Any]]) -> None:
+        self.guard = guard
+        self.tools = dict(tools)
+
+    def run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
+        """Check one call against the dialogue so far and run it if allowed."""
+        decision = self.guard.check(call, trajectory)
+        if decision.outcome != "allow":
+            message = remediation_message(call, decision)
+            return ToolOutcome(
+                call_id=call.id,
+                tool=call.name,
+                content=message.content or "",
+                is_error=True,
+                executed=False,
+                decision=decision,
+            )
+        function = self.tools.get(call.name)
+        if function is None:
+            self.guard.record_execution(decision, executed=False, error="unknown tool")
+            return ToolOutcome(
+                call_id=call.id,
+                tool=call.name,
+                content=f"Error: unknown tool {call.name!r}",
+                is_error=True,
+                executed=False,
+                decision=decision,
+            )
+        self.guard.record_execution(decision, executed=True)
+        try:
+            result = function(**call.arguments)
+        except Exception as exc:  # the tool's own failure goes back to the model
+            return ToolOutcome(
+                call_id=call.id,
+                tool=call.name,
+                content=f"Error: {exc}",
+                is_error=True,
+                executed=True,
+                decision=decision,
+            )
+        content = result if isinstance(result, str) else json.dumps(result, default=str)
+        return ToolOutcome(
+            call_id=call.id, tool=call.name, content=content, is_error=False, executed=True, decision=decision
+        )
+
+    def openai_chat(self, tool_call: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """One OpenAI Chat Completions tool call in, the ``role: tool`` message to append out.
+
+        ``messages`` is the conversation so far, including the assistant message
+        that carries ``tool_call``.
+        """
+        from .formats import to_trajectory
+        from .formats.openai_chat import tool_call_from_openai
+
+        call = tool_call_from_openai(tool_call)
+        outcome = self.run(call, to_trajectory(list(messages), format="openai_chat"))
+        content = outcome.content if not outcome.is_error or outcome.executed else f"Error: {outcome.content}"
+        return {"role": "tool", "tool_call_id": outcome.call_id, "content": content}
