@@ -1,0 +1,190 @@
+"""The verdict-gated executor: a tool runs only with a valid grant for exactly this call.
+
+Refusal is the default state (INV-1, seed 002). ``execute`` returns an
+:class:`ExecutionResult`; it never raises for a refusal. A call reaches the tool
+only when:
+
+1. the tool is registered here;
+2. for a money effect, the amount, transaction and idempotency key are present
+   and well formed, and the amount is within the tool's ceiling;
+3. the grant verifies (signature, bindings, policy version, expiry, unused
+   nonce, no deny recorded for the call id);
+4. for a money effect, the idempotency key is claimed in the ledger within the
+   captured amount. A committed key returns the recorded result (no second
+   effect); a pending key (an earlier attempt's outcome is unknown) is refused
+   until someone looks it up by key.
+
+Checks 1-2 come before the grant is spent so a malformed call does not burn it.
+A store failure is *inconclusive*: the tool is not called. A tool that raises
+leaves its money claim pending, because whether the money moved is unknown.
+
+Trace events: ``execute`` right before the tool runs and ``effect`` after it
+returned. A refusal emits neither; the caller records the deny.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .checklist import Checklist, EffectSpec
+from .grants import GrantError, GrantVerifier
+from .messages import ToolCall
+from .store import Ledger, LedgerUnavailable
+from .trace import Trace
+
+PENDING_REASON = "effect_pending: look up by key before retrying"
+
+
+class ExecutionResult(BaseModel):
+    """What happened to one call. ``reason`` says why it was refused, or how it ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executed: bool
+    result: Any = None
+    error: str | None = None
+    reason: str
+    replayed_from_ledger: bool = False
+
+
+class _Money(BaseModel):
+    amount: float
+    currency: str | None
+    transaction_id: str
+    idempotency_key: str
+
+
+def _refuse(reason: str, error: str | None = None) -> ExecutionResult:
+    return ExecutionResult(executed=False, reason=reason, error=error or reason)
+
+
+class GuardedExecutor:
+    """Runs registered tools, each call only under a verified, unspent grant."""
+
+    def __init__(
+        self,
+        tools: dict[str, Callable[..., Any]],
+        *,
+        verifier: GrantVerifier,
+        ledger: Ledger | None,
+        checklist: Checklist | None = None,
+        trace: Trace | None = None,
+    ) -> None:
+        self.tools = dict(tools)
+        self.verifier = verifier
+        self.ledger = ledger
+        self.checklist = checklist
+        self.trace = trace
+
+    def execute(
+        self, call: ToolCall, grant: str | None, *, principal: str | None, resource: str | None
+    ) -> ExecutionResult:
+        """Run ``call`` if ``grant`` authorises exactly it; otherwise refuse without side effects."""
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return _refuse("unknown_tool", f"no tool {call.name!r} is registered with the executor")
+        spec = self._effect(call.name)
+        money: _Money | None = None
+        if spec is not None:
+            if self.ledger is None:
+                return _refuse("inconclusive", f"{call.name} moves money and no ledger is configured")
+            parsed = _money_args(spec, call, resource)
+            if isinstance(parsed, ExecutionResult):
+                return parsed
+            money = parsed
+        if grant is None:
+            return _refuse("no_grant", "no grant: the call was not authorised")
+        try:
+            self.verifier.verify(grant, call, principal=principal, resource=resource)
+        except GrantError as exc:
+            return _refuse(exc.reason, str(exc))
+        except LedgerUnavailable as exc:
+            return _refuse("inconclusive", str(exc))
+        if money is None:
+            return self._run(tool, call, None)
+        assert self.ledger is not None
+        try:
+            claim = self.ledger.begin_effect(
+                money.idempotency_key,
+                tool=call.name,
+                transaction_id=money.transaction_id,
+                amount=money.amount,
+                currency=money.currency,
+                args_sha256=call.args_sha256,
+                enforce_captured=True,
+            )
+        except LedgerUnavailable as exc:
+            return _refuse("inconclusive", str(exc))
+        if claim.refusal is not None:
+            return _refuse("exceeds_captured", claim.refusal)
+        record = claim.record
+        assert record is not None
+        if not claim.created:
+            if record.tool != call.name or record.args_sha256 != call.args_sha256:
+                return _refuse("idempotency_conflict", "the idempotency key was used for a different call")
+            if record.status == "pending":
+                return _refuse(PENDING_REASON)
+            result = json.loads(record.result_json) if record.result_json is not None else None
+            return ExecutionResult(
+                executed=False, result=result, reason="replayed_from_ledger", replayed_from_ledger=True
+            )
+        return self._run(tool, call, money)
+
+    def _effect(self, tool: str) -> EffectSpec | None:
+        if self.checklist is None:
+            return None
+        spec = self.checklist.tool_spec(tool)
+        return spec.effect if spec is not None and spec.effect is not None else None
+
+    def _run(self, tool: Callable[..., Any], call: ToolCall, money: _Money | None) -> ExecutionResult:
+        sha = call.args_sha256
+        if self.trace is not None:
+            self.trace.emit("execute", call_id=call.id, tool=call.name, args_sha256=sha)
+        try:
+            result = tool(**call.arguments)
+        except Exception as exc:  # the tool's own failure goes back as its error result
+            reason = "tool_error" if money is None else "tool_error: effect left pending"
+            return ExecutionResult(executed=True, error=f"{type(exc).__name__}: {exc}", reason=reason)
+        if money is not None:
+            assert self.ledger is not None
+            try:
+                self.ledger.complete_effect(money.idempotency_key, json.dumps(result, default=str))
+            except LedgerUnavailable as exc:
+                return ExecutionResult(executed=True, result=result, error=str(exc), reason="inconclusive")
+        if self.trace is not None:
+            self.trace.emit(
+                "effect",
+                call_id=call.id,
+                tool=call.name,
+                args_sha256=sha,
+                idempotency_key=money.idempotency_key if money else None,
+                amount=money.amount if money else None,
+                transaction_id=money.transaction_id if money else None,
+            )
+        return ExecutionResult(executed=True, result=result, reason="executed")
+
+
+def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> _Money | ExecutionResult:
+    args = call.arguments
+    key = args.get(spec.idempotency_arg)
+    if not isinstance(key, str) or not key:
+        return _refuse("effect_args", f"{call.name} needs a non-empty {spec.idempotency_arg!r} argument")
+    amount = args.get(spec.amount_arg)
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount <= 0:
+        return _refuse("effect_args", f"{spec.amount_arg!r} must be a positive number, got {amount!r}")
+    if spec.ceiling is not None and amount > spec.ceiling:
+        return _refuse("exceeds_ceiling", f"{amount:g} exceeds the tool's ceiling {spec.ceiling:g}")
+    transaction = args.get(spec.transaction_arg)
+    if isinstance(transaction, bool) or not isinstance(transaction, (str, int)) or transaction == "":
+        return _refuse("effect_args", f"{call.name} needs a {spec.transaction_arg!r} argument")
+    if spec.resource_arg is not None and args.get(spec.resource_arg) != resource:
+        return _refuse("binding:resource", f"{spec.resource_arg!r} is not the authorised resource {resource!r}")
+    currency = args.get(spec.currency_arg) if spec.currency_arg else None
+    if spec.currency_arg is not None and not isinstance(currency, str):
+        return _refuse("effect_args", f"{call.name} needs a {spec.currency_arg!r} argument")
+    return _Money(amount=float(amount), currency=currency, transaction_id=str(transaction), idempotency_key=key)

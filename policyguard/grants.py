@@ -1,0 +1,222 @@
+"""Call-bound grants: the executor's proof that the policy said *allow* to this exact call.
+
+A grant is a short-lived JWT signed with Ed25519 (``alg`` EdDSA) by the
+component that decided *allow*. It binds the call id, tool, sha256 of the
+canonical arguments, principal, resource, numeric ceilings, policy version,
+expiry and a single-use nonce. A model cannot forge one, widen it (50 -> 51
+USD, order O1 -> O2, another tool), keep it across a policy change, or spend it
+twice (seed 000; INV-1 of seed 002).
+
+Verification order, and why: signature and claim shape first; then the checks
+that need no shared state (issuer, policy version, expiry, every binding); only
+then the nonce is consumed, so a mismatched or stale call does not burn a grant
+it could never use; and last the deny record for the call id is read, after the
+nonce is spent, so a deny recorded at any time before consumption wins.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import PolicyGuardError
+from .messages import ToolCall
+from .store import NonceStore
+
+ALGORITHM = "EdDSA"
+
+
+class GrantError(PolicyGuardError):
+    """A grant was refused. ``reason`` is one of ``signature``, ``malformed``,
+    ``expired``, ``policy_version``, ``binding:<field>``, ``replayed``, ``denied``."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {message}" if message else reason)
+
+
+class GrantClaims(BaseModel):
+    """What a grant asserts. Every field is checked against the actual call."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call_id: str
+    principal: str | None
+    tool: str
+    resource: str | None
+    args_sha256: str
+    ceilings: dict[str, float]
+    policy_version: str
+    iat: int
+    exp: int
+    nonce: str
+    iss: str
+
+
+def generate_keypair() -> tuple[bytes, bytes]:
+    """A fresh Ed25519 key pair as (private PEM, public PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.generate()
+    private_pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public_pem = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private_pem, public_pem
+
+
+class GrantIssuer:
+    """Signs grants. Only the trusted policy component holds this key."""
+
+    def __init__(
+        self,
+        private_key_pem: bytes,
+        *,
+        ttl_s: int = 120,
+        issuer: str = "policyguard",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        key = load_pem_private_key(private_key_pem, password=None)
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ValueError("the grant key must be an Ed25519 private key")
+        self._key = key
+        self.ttl_s = ttl_s
+        self.issuer = issuer
+        self._clock = clock
+
+    def issue(
+        self,
+        call: ToolCall,
+        *,
+        principal: str | None,
+        resource: str | None,
+        policy_version: str,
+        ceilings: dict[str, float] | None = None,
+    ) -> str:
+        """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds, usable once."""
+        import jwt
+
+        now = int(self._clock())
+        claims = GrantClaims(
+            call_id=call.id,
+            principal=principal,
+            tool=call.name,
+            resource=resource,
+            args_sha256=call.args_sha256,
+            ceilings=dict(ceilings or {}),
+            policy_version=policy_version,
+            iat=now,
+            exp=now + int(self.ttl_s),
+            nonce=secrets.token_hex(16),
+            iss=self.issuer,
+        )
+        return jwt.encode(claims.model_dump(), self._key, algorithm=ALGORITHM)
+
+
+class GrantVerifier:
+    """Checks a grant against the actual call and spends it. Refuses by raising GrantError."""
+
+    def __init__(
+        self,
+        public_key_pem: bytes,
+        *,
+        nonces: NonceStore,
+        current_policy_version: Callable[[], str],
+        clock: Callable[[], float] = time.time,
+        leeway_s: int = 0,
+        issuer: str = "policyguard",
+    ) -> None:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+        from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+        key = load_pem_public_key(public_key_pem)
+        if not isinstance(key, Ed25519PublicKey):
+            raise ValueError("the grant key must be an Ed25519 public key")
+        self._key = key
+        self.nonces = nonces
+        self.current_policy_version = current_policy_version
+        self.leeway_s = leeway_s
+        self.issuer = issuer
+        self._clock = clock
+
+    def decode(self, token: str) -> GrantClaims:
+        """Check the signature (EdDSA only) and the claim shape; nothing else."""
+        import jwt
+
+        try:
+            payload = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                options={
+                    "verify_signature": True,
+                    "verify_exp": False,  # checked below against our clock
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                    "verify_aud": False,
+                    "verify_iss": False,
+                },
+            )
+        except (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError, jwt.InvalidKeyError) as exc:
+            raise GrantError("signature", str(exc)) from exc
+        except jwt.PyJWTError as exc:
+            raise GrantError("malformed", str(exc)) from exc
+        try:
+            return GrantClaims.model_validate(payload)
+        except ValidationError as exc:
+            raise GrantError("malformed", str(exc.errors()[0]["msg"])) from exc
+
+    def verify(self, token: str, call: ToolCall, *, principal: str | None, resource: str | None) -> GrantClaims:
+        """Return the grant's claims if it authorises exactly this call now; consume it.
+
+        Raises :class:`GrantError`; a failing nonce store raises
+        :class:`policyguard.store.LedgerUnavailable` (inconclusive, never allow).
+        """
+        if not isinstance(token, str) or not token:
+            raise GrantError("malformed", "no grant")
+        claims = self.decode(token)
+        if claims.iss != self.issuer:
+            raise GrantError("malformed", f"issuer {claims.iss!r} is not {self.issuer!r}")
+        current = self.current_policy_version()
+        if claims.policy_version != current:
+            raise GrantError("policy_version", f"grant is for {claims.policy_version}, policy is now {current}")
+        now = self._clock()
+        if now >= claims.exp + self.leeway_s:
+            raise GrantError("expired", f"expired at {claims.exp}, now {now:.0f}")
+        _check_bindings(claims, call, principal=principal, resource=resource)
+        if not self.nonces.consume(claims.nonce, float(claims.exp + self.leeway_s)):
+            raise GrantError("replayed", f"grant nonce {claims.nonce} was already used")
+        if self.nonces.is_denied(call.id):
+            raise GrantError("denied", f"a deny is recorded for call {call.id}")
+        return claims
+
+
+def _check_bindings(claims: GrantClaims, call: ToolCall, *, principal: str | None, resource: str | None) -> None:
+    expected: dict[str, Any] = {
+        "call_id": call.id,
+        "tool": call.name,
+        "principal": principal,
+        "resource": resource,
+        "args_sha256": call.args_sha256,
+    }
+    for field, actual in expected.items():
+        granted = getattr(claims, field)
+        if granted != actual:
+            raise GrantError(f"binding:{field}", f"granted {granted!r}, call has {actual!r}")
+    for name, ceiling in claims.ceilings.items():
+        value = call.arguments.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise GrantError("binding:ceilings", f"argument {name!r} is {value!r}, not a number under a ceiling")
+        if value > ceiling:
+            raise GrantError("binding:ceilings", f"argument {name!r} = {value:g} exceeds the ceiling {ceiling:g}")

@@ -1,0 +1,420 @@
+"""Durable state for the executor: spent grant nonces, recorded denials, the effect ledger.
+
+Two small Protocols, :class:`NonceStore` and :class:`Ledger`, and one
+implementation of both, :class:`SQLiteStore`. The executor and the grant
+verifier depend on the Protocols only, so a deployment with several gateway
+processes on several hosts can swap in a shared database.
+
+Why a ledger and not just "call the tool once": an agent (or the infra under it)
+retries. A retry must reuse the idempotency key, and the key is *claimed* in the
+ledger before the side effect, in the same atomic step that decides whether this
+attempt may proceed. A claim that was never completed (the process died, the
+tool timed out) stays ``pending``: nobody may re-send it, somebody must look it
+up by key first (see seed 003).
+
+Every storage failure is raised as :class:`LedgerUnavailable`. Callers must turn
+that into *inconclusive*, never into "no effect happened".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import PolicyGuardError
+
+SCHEMA_VERSION = 1
+
+EffectStatus = Literal["pending", "committed"]
+
+
+class LedgerUnavailable(PolicyGuardError):
+    """The store could not be read or written. The outcome is unknown: inconclusive."""
+
+
+class EffectRecord(BaseModel):
+    """One side effect, keyed by its idempotency key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    idempotency_key: str
+    tool: str
+    transaction_id: str
+    amount: float
+    currency: str | None = None
+    args_sha256: str
+    status: EffectStatus
+    result_json: str | None = None
+    created_at: float
+    completed_at: float | None = None
+
+
+class EffectClaim(BaseModel):
+    """What :meth:`Ledger.begin_effect` found: a fresh claim (``created``) or the existing record.
+
+    ``refusal`` is set (and nothing was claimed) when the caller asked the ledger
+    to enforce the captured amount and the effect would exceed it, or when no
+    captured amount is known.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    created: bool
+    record: EffectRecord | None
+    refusal: str | None = None
+
+
+@runtime_checkable
+class NonceStore(Protocol):
+    """Spent grant nonces and per-call denials."""
+
+    def consume(self, nonce: str, expires_at: float) -> bool:
+        """Mark ``nonce`` spent. True only the first time, across threads and processes."""
+        ...
+
+    def deny(self, call_id: str) -> None:
+        """Record a deny verdict for ``call_id``; it wins over any allow."""
+        ...
+
+    def is_denied(self, call_id: str) -> bool: ...
+
+    def purge_expired(self, now: float) -> int:
+        """Forget nonces whose grant has expired (an expired grant fails anyway)."""
+        ...
+
+
+@runtime_checkable
+class Ledger(Protocol):
+    """The record of side effects with money amounts, keyed by idempotency key."""
+
+    def begin_effect(
+        self,
+        idempotency_key: str,
+        *,
+        tool: str,
+        transaction_id: str,
+        amount: float,
+        currency: str | None,
+        args_sha256: str,
+        enforce_captured: bool = False,
+    ) -> EffectClaim:
+        """Atomically claim the key (status ``pending``) or return the existing record."""
+        ...
+
+    def complete_effect(self, idempotency_key: str, result_json: str) -> None: ...
+
+    def lookup(self, idempotency_key: str) -> EffectRecord | None: ...
+
+    def total(self, transaction_id: str, tool: str | None = None) -> float:
+        """Sum of committed amounts for the transaction (optionally one tool)."""
+        ...
+
+    def captured(self, transaction_id: str) -> float | None: ...
+
+    def set_captured(self, transaction_id: str, amount: float) -> None: ...
+
+    def entries(self) -> list[EffectRecord]: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nonces (
+    nonce TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS denials (
+    call_id TEXT PRIMARY KEY,
+    denied_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS effects (
+    idempotency_key TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    transaction_id TEXT NOT NULL,
+    amount REAL NOT NULL,
+    currency TEXT,
+    args_sha256 TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'committed')),
+    result_json TEXT,
+    created_at REAL NOT NULL,
+    completed_at REAL
+);
+CREATE INDEX IF NOT EXISTS effects_by_transaction ON effects (transaction_id, status);
+CREATE TABLE IF NOT EXISTS captures (
+    transaction_id TEXT PRIMARY KEY,
+    amount REAL NOT NULL
+);
+"""
+
+_EFFECT_NAMES = (
+    "idempotency_key",
+    "tool",
+    "transaction_id",
+    "amount",
+    "currency",
+    "args_sha256",
+    "status",
+    "result_json",
+    "created_at",
+    "completed_at",
+)
+_EFFECT_COLUMNS = ", ".join(_EFFECT_NAMES)
+
+
+class SQLiteStore:
+    """Nonces, denials and the effect ledger in one SQLite database.
+
+    - Files use WAL mode, ``busy_timeout`` and one connection per thread;
+      claims and nonce consumption run in ``BEGIN IMMEDIATE`` transactions, so
+      they are atomic across threads *and* processes sharing the file.
+    - ``":memory:"`` uses one connection guarded by a lock (a private memory
+      database cannot be opened twice), so it is correct across threads of one
+      process only.
+    - ``synchronous`` is ``"FULL"`` (every commit is fsynced: a committed claim
+      survives power loss) or ``"NORMAL"`` (in WAL mode a commit survives a
+      process crash but the last commits may be lost on power loss; much faster).
+
+    Schema: versioned with ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a
+    file written by a newer schema is refused rather than misread.
+
+    Several gateway processes on several hosts: the same tables and statements
+    port to PostgreSQL. ``consume`` is ``INSERT INTO nonces ... ON CONFLICT DO
+    NOTHING`` and checks the row count; ``begin_effect`` is ``INSERT INTO
+    effects ... ON CONFLICT (idempotency_key) DO NOTHING RETURNING ...``
+    followed by a ``SELECT`` of the existing row; with ``enforce_captured``, the
+    transaction first takes ``SELECT ... FROM captures WHERE transaction_id = $1
+    FOR UPDATE`` so concurrent claims against one transaction serialise. That
+    backend is not implemented here.
+    """
+
+    def __init__(
+        self,
+        path: str = ":memory:",
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        busy_timeout_ms: int = 5000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError("synchronous must be 'FULL' or 'NORMAL'")
+        self.path = str(path)
+        self.synchronous = synchronous
+        self.busy_timeout_ms = busy_timeout_ms
+        self._clock = clock
+        self._memory = self.path == ":memory:"
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._shared: sqlite3.Connection | None = None
+        with self._tx(immediate=True) as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise LedgerUnavailable(
+                    f"{self.path}: schema version {version} is newer than this PolicyGuard ({SCHEMA_VERSION})"
+                )
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- connections ---------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            if not self._memory:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"{self.path}: cannot open the store: {exc}") from exc
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        if self._memory:
+            with self._lock:
+                if self._shared is None:
+                    self._shared = self._open()
+                yield self._shared
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        yield conn
+
+    @contextmanager
+    def _tx(self, *, immediate: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction; any sqlite error becomes LedgerUnavailable (after rollback)."""
+        with self._conn() as conn:
+            try:
+                conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close every connection this store opened (in any thread)."""
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+            self._shared = None
+            self._local = threading.local()
+
+    # -- NonceStore ----------------------------------------------------------
+
+    def consume(self, nonce: str, expires_at: float) -> bool:
+        with self._tx(immediate=True) as conn:
+            cursor = conn.execute(
+                "INSERT INTO nonces (nonce, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (nonce, expires_at)
+            )
+            return cursor.rowcount == 1
+
+    def deny(self, call_id: str) -> None:
+        with self._tx(immediate=True) as conn:
+            conn.execute(
+                "INSERT INTO denials (call_id, denied_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (call_id, self._clock()),
+            )
+
+    def is_denied(self, call_id: str) -> bool:
+        with self._tx(immediate=False) as conn:
+            return conn.execute("SELECT 1 FROM denials WHERE call_id = ?", (call_id,)).fetchone() is not None
+
+    def purge_expired(self, now: float) -> int:
+        with self._tx(immediate=True) as conn:
+            return conn.execute("DELETE FROM nonces WHERE expires_at < ?", (now,)).rowcount
+
+    # -- Ledger --------------------------------------------------------------
+
+    def begin_effect(
+        self,
+        idempotency_key: str,
+        *,
+        tool: str,
+        transaction_id: str,
+        amount: float,
+        currency: str | None,
+        args_sha256: str,
+        enforce_captured: bool = False,
+    ) -> EffectClaim:
+        """Claim ``idempotency_key`` or return its existing record, in one IMMEDIATE transaction.
+
+        With ``enforce_captured`` the claim is refused (``refusal`` set, nothing
+        written) unless a captured amount is known for the transaction and
+        committed plus pending amounts plus ``amount`` stay within it. Pending
+        claims count because their effect may already have happened.
+        """
+        with self._tx(immediate=True) as conn:
+            existing = conn.execute(
+                f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE idempotency_key = ?", (idempotency_key,)
+            ).fetchone()
+            if existing is not None:
+                return EffectClaim(created=False, record=_record(existing))
+            if enforce_captured:
+                row = conn.execute("SELECT amount FROM captures WHERE transaction_id = ?", (transaction_id,)).fetchone()
+                if row is None:
+                    return EffectClaim(created=False, record=None, refusal="captured amount unknown")
+                (spent,) = conn.execute(
+                    "SELECT COALESCE(SUM(amount), 0) FROM effects WHERE transaction_id = ?", (transaction_id,)
+                ).fetchone()
+                if spent + amount > row[0] + 1e-9:
+                    return EffectClaim(
+                        created=False,
+                        record=None,
+                        refusal=f"would exceed captured: {spent:g} already + {amount:g} > {row[0]:g}",
+                    )
+            now = float(self._clock())
+            conn.execute(
+                f"INSERT INTO effects ({_EFFECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'pending', NULL, ?, NULL)",
+                (idempotency_key, tool, transaction_id, amount, currency, args_sha256, now),
+            )
+            record = EffectRecord(
+                idempotency_key=idempotency_key,
+                tool=tool,
+                transaction_id=transaction_id,
+                amount=amount,
+                currency=currency,
+                args_sha256=args_sha256,
+                status="pending",
+                created_at=now,
+            )
+            return EffectClaim(created=True, record=record)
+
+    def complete_effect(self, idempotency_key: str, result_json: str) -> None:
+        """Mark a pending claim committed with the tool's result. Unknown key: LedgerUnavailable."""
+        with self._tx(immediate=True) as conn:
+            cursor = conn.execute(
+                "UPDATE effects SET status = 'committed', result_json = ?, completed_at = ? "
+                "WHERE idempotency_key = ? AND status = 'pending'",
+                (result_json, self._clock(), idempotency_key),
+            )
+            if cursor.rowcount != 1:
+                raise LedgerUnavailable(f"no pending effect with idempotency key {idempotency_key!r}")
+
+    def release_pending(self, idempotency_key: str) -> bool:
+        """Drop a pending claim after an operator confirmed downstream that no effect happened."""
+        with self._tx(immediate=True) as conn:
+            cursor = conn.execute(
+                "DELETE FROM effects WHERE idempotency_key = ? AND status = 'pending'", (idempotency_key,)
+            )
+            return cursor.rowcount == 1
+
+    def lookup(self, idempotency_key: str) -> EffectRecord | None:
+        with self._tx(immediate=False) as conn:
+            row = conn.execute(
+                f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE idempotency_key = ?", (idempotency_key,)
+            ).fetchone()
+        return _record(row) if row is not None else None
+
+    def total(self, transaction_id: str, tool: str | None = None) -> float:
+        sql = "SELECT COALESCE(SUM(amount), 0) FROM effects WHERE transaction_id = ? AND status = 'committed'"
+        params: tuple[str, ...] = (transaction_id,)
+        if tool is not None:
+            sql += " AND tool = ?"
+            params += (tool,)
+        with self._tx(immediate=False) as conn:
+            return float(conn.execute(sql, params).fetchone()[0])
+
+    def captured(self, transaction_id: str) -> float | None:
+        with self._tx(immediate=False) as conn:
+            row = conn.execute("SELECT amount FROM captures WHERE transaction_id = ?", (transaction_id,)).fetchone()
+        return float(row[0]) if row is not None else None
+
+    def set_captured(self, transaction_id: str, amount: float) -> None:
+        with self._tx(immediate=True) as conn:
+            conn.execute(
+                "INSERT INTO captures (transaction_id, amount) VALUES (?, ?) "
+                "ON CONFLICT (transaction_id) DO UPDATE SET amount = excluded.amount",
+                (transaction_id, amount),
+            )
+
+    def entries(self) -> list[EffectRecord]:
+        """Every effect, pending or committed, oldest first."""
+        with self._tx(immediate=False) as conn:
+            rows = conn.execute(f"SELECT {_EFFECT_COLUMNS} FROM effects ORDER BY created_at, rowid").fetchall()
+        return [_record(row) for row in rows]
+
+
+def _record(row: tuple[object, ...]) -> EffectRecord:
+    return EffectRecord.model_validate(dict(zip(_EFFECT_NAMES, row, strict=True)))
