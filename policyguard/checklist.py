@@ -26,7 +26,7 @@ from .canonical import canonical_json, policy_version, sha256_hex
 from .errors import ChecklistError
 from .yamlsource import LocatedYaml, load_yaml_file, load_yaml_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class _Model(BaseModel):
@@ -214,10 +214,10 @@ def _from_located(doc: LocatedYaml) -> Checklist:
         checklist = Checklist.model_validate(doc.data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        path = tuple(first["loc"])
+        loc: tuple[str | int, ...] = tuple(first["loc"])
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise doc.error(first["msg"] + suffix, path) from exc
+        raise doc.error(first["msg"] + suffix, loc) from exc
     ids: dict[str, tuple[str | int, ...]] = {}
     for name, spec in checklist.tools.items():
         for index, req in enumerate(spec.requirements):

@@ -1,0 +1,230 @@
+"""The guard's contract: which calls reach which stage, and what each outcome means."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+
+from policyguard import ChecklistError, Decision, Message, ToolCall, Trajectory
+from policyguard.decision import RequirementResult
+from policyguard.guard import Guard, after_block
+from policyguard.stages import CheckContext
+
+
+@dataclass
+class FakeGate:
+    """A gate double: returns a fixed decision kind and records calls."""
+
+    kind: str = "escalate"
+    calls: list[ToolCall] = field(default_factory=list)
+
+    def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        self.calls.append(call)
+        if self.kind == "block":
+            return Decision.block(
+                "gate",
+                "Read the order first.",
+                requirements=[RequirementResult(id="read-order", status="NOT_MET", judged_by="gate")],
+            )
+        if self.kind == "halt":
+            return Decision.halt("gate", "kill switch")
+        if self.kind == "raise":
+            raise RuntimeError("gate bug")
+        return Decision.escalate(
+            "gate",
+            requirements=[
+                RequirementResult(id="read-order", status="MET", judged_by="gate"),
+                RequirementResult(id="user-confirmed", status="UNVERIFIED", judged_by="none"),
+            ],
+        )
+
+
+@dataclass
+class FakeVerifier:
+    """A verifier double: PASS, BLOCK or raise; records calls."""
+
+    kind: str = "pass"
+    calls: list[ToolCall] = field(default_factory=list)
+
+    def verify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        self.calls.append(call)
+        if self.kind == "raise":
+            raise RuntimeError("verifier bug")
+        if self.kind == "block":
+            return Decision.block(
+                "verifier",
+                "Ask the user to confirm first.",
+                requirements=[
+                    RequirementResult(id="read-order", status="MET"),
+                    RequirementResult(id="user-confirmed", status="NOT_MET"),
+                ],
+            )
+        return Decision.allow(
+            "verifier",
+            requirements=[
+                RequirementResult(id="read-order", status="MET"),
+                RequirementResult(id="user-confirmed", status="MET"),
+            ],
+        )
+
+    async def averify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        return self.verify(call, trajectory, context)
+
+
+REFUND = ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 50})
+READ = ToolCall(id="c0", name="get_order", arguments={"order_id": "O1"})
+EMPTY = Trajectory()
+
+
+def make(checklist, policy_text, gate="escalate", verifier="pass", **kw):  # type: ignore[no-untyped-def]
+    g = FakeGate(gate) if gate else None
+    v = FakeVerifier(verifier) if verifier else None
+    return Guard(checklist, policy_text, gate=g, verifier=v, **kw), g, v
+
+
+def test_read_only_call_is_allowed_without_any_stage(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, gate, verifier = make(checklist, policy_text)
+    decision = guard.check(READ, EMPTY)
+    assert decision.outcome == "allow" and decision.stage == "read_only"
+    assert gate.calls == [] and verifier.calls == []
+    assert guard.counters.read_only == 1 and guard.counters.attempted_mutating == 0
+
+
+def test_unknown_tool_is_treated_as_mutating(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, gate, verifier = make(checklist, policy_text)
+    call = ToolCall(id="c9", name="delete_everything", arguments={})
+    decision = guard.check(call, EMPTY)
+    assert [c.name for c in gate.calls] == ["delete_everything"]
+    assert [c.name for c in verifier.calls] == ["delete_everything"]
+    assert decision.outcome == "allow" and guard.counters.attempted_mutating == 1
+
+
+def test_gate_block_costs_no_model_call(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, verifier = make(checklist, policy_text, gate="block")
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "block" and decision.stage == "gate"
+    assert decision.message == "Read the order first."
+    assert verifier.calls == []
+
+
+def test_gate_escalates_then_verifier_passes_and_results_merge(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "allow" and decision.verdict == "PASS"
+    judged = {r.id: (r.status, r.judged_by) for r in decision.requirements}
+    assert judged == {"read-order": ("MET", "gate"), "user-confirmed": ("MET", "verifier")}
+    assert decision.call_id == "c1" and decision.tool == "issue_refund"
+    assert decision.args_sha256 == REFUND.args_sha256
+
+
+def test_verifier_block_blocks(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier="block")
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "block" and decision.message == "Ask the user to confirm first."
+    assert guard.counters.blocked == 1 and guard.counters.passed == 0
+
+
+def test_escalation_without_verifier_blocks_by_default(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier=None)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "block" and decision.stage == "guard"
+
+
+def test_gate_only_mode_allows_and_lists_unverified(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier=None, allow_unverified=True)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "allow"
+    assert decision.unverified == ["user-confirmed"]
+
+
+@pytest.mark.parametrize("failing", ["gate", "verifier"])
+def test_a_stage_that_raises_blocks(checklist, policy_text, failing):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(
+        checklist,
+        policy_text,
+        gate="raise" if failing == "gate" else "escalate",
+        verifier="raise" if failing == "verifier" else "pass",
+    )
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "block"
+    assert decision.stage == f"{failing}_error"
+    assert "bug" in (decision.error or "")
+    assert guard.counters.errors == 1
+
+
+def test_advisory_mode_records_block_but_allows(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier="block", strict=False)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.outcome == "allow" and decision.verdict == "BLOCK"
+    snap = guard.counters
+    assert snap.blocked == 1 and snap.advisory_blocks == 1
+
+
+def test_halt_is_never_softened_by_advisory_mode(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, gate="halt", strict=False)
+    assert guard.check(REFUND, EMPTY).outcome == "halt"
+
+
+def test_checklist_for_another_policy_version_is_refused(checklist):  # type: ignore[no-untyped-def]
+    with pytest.raises(ChecklistError, match="policy version mismatch"):
+        Guard(checklist, "a different policy text")
+
+
+def test_every_decision_lands_in_the_trace(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier="block")
+    guard.check(REFUND, EMPTY)
+    events = [e["event"] for e in guard.trace.events]
+    assert events == ["submit", "deny", "decision"]
+    record = guard.trace.events[-1]
+    assert record["call_id"] == "c1" and record["tool"] == "issue_refund"
+    assert record["args_sha256"] == REFUND.args_sha256
+    assert record["policy_version"] == checklist.policy.version
+    assert record["checklist_version"] == checklist.version
+    assert record["verdict"] == "BLOCK" and record["reached_executor"] is False
+    assert {r["id"] for r in record["requirements"]} == {"read-order", "user-confirmed"}
+    assert record["remediation"] == "Ask the user to confirm first."
+
+
+def test_allow_event_carries_policy_version_and_expiry(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text)
+    guard.check(REFUND, EMPTY)
+    allow = next(e for e in guard.trace.events if e["event"] == "allow")
+    assert allow["policy_version"] == checklist.policy.version
+    assert allow["expires_at"] > allow["ts"]
+
+
+def test_concurrent_checks_are_counted_exactly(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text)
+    calls = [ToolCall(id=f"c{i}", name="issue_refund", arguments={"amount": i}) for i in range(200)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        decisions = list(pool.map(lambda c: guard.check(c, EMPTY), calls))
+    assert all(d.outcome == "allow" for d in decisions)
+    assert guard.counters.attempted_mutating == 200 and guard.counters.passed == 200
+    clocks = [e["t"] for e in guard.trace.events]
+    assert sorted(clocks) == list(range(1, len(clocks) + 1))
+
+
+def test_async_check_matches_sync(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier="block")
+    decision = asyncio.run(guard.acheck(REFUND, EMPTY))
+    assert decision.outcome == "block" and decision.stage == "verifier"
+
+
+def test_blocked_call_leaves_the_environment_view_and_remediation_takes_its_place(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier="block")
+    trajectory = Trajectory(
+        messages=[
+            Message(role="user", content="refund me"),
+            Message(role="assistant", content="On it.", tool_calls=[REFUND]),
+        ]
+    )
+    decision = guard.check(REFUND, trajectory)
+    agent, environment = after_block(trajectory, REFUND, decision)
+    assert all(REFUND.id not in [c.id for c in m.tool_calls] for m in environment.messages)
+    assert environment.messages[-1].content == "On it."
+    last = agent.messages[-1]
+    assert last.role == "tool" and last.tool_call_id == "c1" and last.is_error
+    assert last.content == "Ask the user to confirm first."
