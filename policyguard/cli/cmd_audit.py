@@ -1,0 +1,43 @@
+"""``policyguard audit TRACE.jsonl``: replay a trace and report INV-1 violations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "audit",
+        help="check a JSONL trace for INV-1 (authorize-before-effect) and ledger violations",
+        description=(
+            "Replays submit/allow/deny/execute/effect/revoke events (format policyguard.trace/1, "
+            "docs/trace-format.md). Exit 0 when clean, 1 when any violation is found, 2 when the "
+            "trace cannot be read (the message names file:line)."
+        ),
+    )
+    parser.add_argument("trace", help="the JSONL trace file")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.set_defaults(func=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from ..inv1 import audit_file
+
+    report = audit_file(args.trace)  # TraceFormatError -> exit 2 via cli.main
+    if args.json:
+        print(json.dumps({"trace": args.trace, "ok": report.ok, **report.model_dump(mode="json")}, indent=2))
+    else:
+        out = sys.stdout
+        print(
+            f"{args.trace}: {report.records} records, {report.events} INV-1 events, "
+            f"{report.executes} executes, {report.effects} effects, {len(report.violations)} violations",
+            file=out,
+        )
+        for v in report.violations:
+            print(f"  line {v.line}: {v.kind}: call {v.call_id} ({v.tool}): {v.detail}", file=out)
+        if report.violations:
+            kinds = ", ".join(f"{k}={n}" for k, n in report.counts().items() if n)
+            print(f"violations by kind: {kinds}", file=out)
+    return 0 if report.ok else 1
