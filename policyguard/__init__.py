@@ -1,47 +1,85 @@
-"""PolicyGuard: enforce company policy on LLM agents at the tool boundary."""
+"""PolicyGuard: enforce company policy on LLM agents at the tool boundary.
+
+The public API is listed in ``__all__``. Names load on first use (PEP 562), so
+``import policyguard`` stays cheap; the provider SDKs load only when a model is
+actually called.
+"""
 
 from __future__ import annotations
 
-from .checklist import Checklist, Requirement, ToolSpec, load_checklist, parse_checklist
-from .decision import Decision, RequirementResult, Usage
-from .errors import (
-    ChecklistError,
-    ConfigError,
-    FormatError,
-    ModelError,
-    PolicyGuardError,
-    ScriptedModelError,
-    TemplateError,
-)
-from .messages import Message, ToolCall, ToolResult, Trajectory
-from .models import Model, ModelRequest, ModelResponse, ScriptedModel, resolve_model
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Checklist",
-    "ChecklistError",
-    "ConfigError",
-    "Decision",
-    "FormatError",
-    "Message",
-    "Model",
-    "ModelError",
-    "ModelRequest",
-    "ModelResponse",
-    "PolicyGuardError",
-    "Requirement",
-    "RequirementResult",
-    "ScriptedModel",
-    "ScriptedModelError",
-    "TemplateError",
-    "ToolCall",
-    "ToolResult",
-    "ToolSpec",
-    "Trajectory",
-    "Usage",
-    "__version__",
-    "load_checklist",
-    "parse_checklist",
-    "resolve_model",
-]
+_EXPORTS: dict[str, str] = {
+    "Checklist": "checklist",
+    "Requirement": "checklist",
+    "ToolSpec": "checklist",
+    "load_checklist": "checklist",
+    "parse_checklist": "checklist",
+    "Decision": "decision",
+    "RequirementResult": "decision",
+    "Usage": "decision",
+    "ChecklistError": "errors",
+    "ConfigError": "errors",
+    "FormatError": "errors",
+    "ModelError": "errors",
+    "PolicyGuardError": "errors",
+    "ScriptedModelError": "errors",
+    "TemplateError": "errors",
+    "Guard": "guard",
+    "after_block": "guard",
+    "remediation_message": "guard",
+    "GuardedTools": "wrapper",
+    "ToolOutcome": "wrapper",
+    "Message": "messages",
+    "ToolCall": "messages",
+    "ToolResult": "messages",
+    "Trajectory": "messages",
+    "Model": "models",
+    "ModelRequest": "models",
+    "ModelResponse": "models",
+    "ScriptedModel": "models",
+    "resolve_model": "models",
+    "CheckContext": "stages",
+    "Gate": "stages",
+    "Verifier": "stages",
+    "Trace": "trace",
+    "read_trace": "trace",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'policyguard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .checklist import Checklist, Requirement, ToolSpec, load_checklist, parse_checklist
+    from .decision import Decision, RequirementResult, Usage
+    from .errors import (
+        ChecklistError,
+        ConfigError,
+        FormatError,
+        ModelError,
+        PolicyGuardError,
+        ScriptedModelError,
+        TemplateError,
+    )
+    from .guard import Guard, after_block, remediation_message
+    from .messages import Message, ToolCall, ToolResult, Trajectory
+    from .models import Model, ModelRequest, ModelResponse, ScriptedModel, resolve_model
+    from .stages import CheckContext, Gate, Verifier
+    from .trace import Trace, read_trace
+    from .wrapper import GuardedTools, ToolOutcome

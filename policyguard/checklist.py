@@ -30,7 +30,7 @@ SCHEMA_VERSION: Literal[1] = 1
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Example(_Model):

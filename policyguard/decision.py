@@ -26,7 +26,7 @@ Status = Literal["MET", "NOT_MET", "NOT_APPLICABLE", "UNVERIFIED"]
 class Usage(BaseModel):
     """Tokens, latency and cost of one model call (or their sum)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     input_tokens: int = 0
     cached_tokens: int = 0
@@ -52,7 +52,7 @@ class Usage(BaseModel):
 class RequirementResult(BaseModel):
     """One requirement's judgement, and who judged it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str
     status: Status
@@ -63,7 +63,7 @@ class RequirementResult(BaseModel):
 class Decision(BaseModel):
     """A stage's (or the guard's) decision about one call."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     outcome: Outcome
     stage: Stage

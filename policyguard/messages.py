@@ -20,7 +20,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 class ToolCall(BaseModel):
     """One call the agent asked for: its id, the tool's name and the parsed arguments."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str
     name: str
@@ -34,7 +34,7 @@ class ToolCall(BaseModel):
 class Message(BaseModel):
     """One turn. Tool results have ``role="tool"`` and the ``tool_call_id`` they answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Role
     content: str | None = None
@@ -47,7 +47,7 @@ class Message(BaseModel):
 class ToolResult(BaseModel):
     """A read the environment answered: the call and its result text."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     call: ToolCall
     content: str
@@ -65,7 +65,7 @@ class ToolResult(BaseModel):
 class Trajectory(BaseModel):
     """The dialogue so far, in order, as the agent sees it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     messages: list[Message] = Field(default_factory=list)
 

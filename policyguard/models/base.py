@@ -16,7 +16,7 @@ from ..decision import Usage
 
 
 class PromptPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     role: Literal["system", "user"]
     content: str
@@ -26,7 +26,7 @@ class PromptPart(BaseModel):
 class ModelRequest(BaseModel):
     """What a stage asks a model: prompt parts and, optionally, a JSON schema for the answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     parts: list[PromptPart]
     response_schema: dict[str, Any] | None = None
@@ -41,7 +41,7 @@ class ModelRequest(BaseModel):
 
 
 class ModelResponse(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     text: str
     model: str

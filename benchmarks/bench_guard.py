@@ -1,0 +1,145 @@
+"""Guard foundation figures: import cost, per-decision overhead, verifier prompt size.
+
+Run: python benchmarks/bench_guard.py [--decisions N]
+
+Prints
+* `import policyguard` wall time (median of fresh interpreters) and which heavy
+  modules it pulls in (target: <= 0.15 s and none of litellm/openai/anthropic);
+* guard overhead per decision excluding the model (ScriptedModel answers
+  instantly), p50/p99, for a read-only call, a gate-only decision and
+  gate + verifier;
+* verifier prompt size in tokens for the shipped airline checklist and a
+  realistic dialogue, and the share in the cacheable static prefix (target >= 70%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HEAVY = ("litellm", "openai", "anthropic", "tau2", "cel", "jwt", "matplotlib", "numpy", "pandas", "httpx")
+
+
+def import_time(runs: int = 9) -> tuple[float, list[str]]:
+    code = (
+        "import time, sys; t=time.perf_counter(); import policyguard; d=time.perf_counter()-t; "
+        f"print(d); print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    times, heavy = [], ""
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+        times.append(float(out[0]))
+        heavy = out[1]
+    return statistics.median(times), [m for m in heavy.split(",") if m]
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def overhead(decisions: int) -> dict[str, tuple[float, float]]:
+    from policyguard import ScriptedModel, load_checklist
+    from policyguard.gate import HardGate
+    from policyguard.guard import Guard
+    from policyguard.verifier import LLMVerifier
+
+    airline = _airline()
+    if airline is None:
+        return {}
+    checklist_path, policy_text, trajectory, call, read = airline
+    checklist = load_checklist(checklist_path)
+    ids = [r.id for r in checklist.requirements_for(call.name)]
+    answer = json.dumps(
+        {
+            "requirements": [{"id": i, "status": "MET", "evidence": "message 1"} for i in ids],
+            "verdict": "PASS",
+            "remediation": "",
+        }
+    )
+    results: dict[str, tuple[float, float]] = {}
+    gate_only = Guard(checklist, policy_text, gate=HardGate(checklist), allow_unverified=True)
+    for label, guard, the_call in (("read-only call", gate_only, read), ("gate only", gate_only, call)):
+        samples = []
+        for _ in range(decisions):
+            t = time.perf_counter()
+            guard.check(the_call, trajectory)
+            samples.append(time.perf_counter() - t)
+        results[label] = percentiles(samples)
+    model = ScriptedModel([answer] * decisions)
+    full = Guard(checklist, policy_text, gate=HardGate(checklist), verifier=LLMVerifier(model))
+    samples = []
+    for _ in range(decisions):
+        t = time.perf_counter()
+        decision = full.check(call, trajectory)
+        samples.append(time.perf_counter() - t)
+    assert decision.outcome == "allow", decision
+    results["gate + verifier (scripted model)"] = percentiles(samples)
+    return results
+
+
+def prompt_size() -> tuple[int, int] | None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from policyguard import ScriptedModel, load_checklist
+    from policyguard.guard import Guard
+    from policyguard.verifier import LLMVerifier
+
+    airline = _airline()
+    if airline is None:
+        return None
+    checklist_path, policy_text, trajectory, call, _ = airline
+    checklist = load_checklist(checklist_path)
+    verifier = LLMVerifier(ScriptedModel())
+    guard = Guard(checklist, policy_text, verifier=verifier)
+    request = verifier.build_request(call, trajectory, guard.context())
+    import litellm
+
+    def count(text: str) -> int:
+        return int(litellm.token_counter(model="gpt-4o", text=text))
+
+    static = sum(count(p.content) for p in request.parts if p.cache)
+    total = sum(count(p.content) for p in request.parts)
+    return static, total
+
+
+def _airline():  # type: ignore[no-untyped-def]
+    """The shipped airline checklist, tau2's policy and a realistic dialogue, or None without tau2."""
+    try:
+        from policyguard.tau2.fixtures import sample_cancellation  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return sample_cancellation()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=2000)
+    args = parser.parse_args()
+    median, heavy = import_time()
+    print(f"import policyguard: median {median * 1000:.1f} ms over 9 fresh interpreters (target <= 150 ms)")
+    print(f"heavy modules loaded by the import: {', '.join(heavy) or 'none'}")
+    results = overhead(args.decisions)
+    if not results:
+        print("overhead: skipped (needs the tau2 extra for the airline checklist and dialogue)")
+    for label, (p50, p99) in results.items():
+        print(f"guard overhead, {label}: p50 {p50 * 1e6:.1f} us, p99 {p99 * 1e6:.1f} us ({args.decisions} decisions)")
+    sizes = prompt_size()
+    if sizes is None:
+        print("prompt size: skipped (needs the tau2 extra)")
+    else:
+        static, total = sizes
+        print(
+            f"verifier prompt: {total} tokens, static cacheable prefix {static} tokens "
+            f"= {100 * static / total:.1f}% (target >= 70%)"
+        )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    main()
