@@ -92,9 +92,10 @@ class GuardedTools:
         that carries ``tool_call``.
         """
         from .formats import to_trajectory
-        from .formats.openai_chat import tool_call_from_openai
+        from .formats.openai_chat import tool_call_from_openai, tool_error_message
 
         call = tool_call_from_openai(tool_call)
         outcome = self.run(call, to_trajectory(list(messages), format="openai_chat"))
-        content = outcome.content if not outcome.is_error or outcome.executed else f"Error: {outcome.content}"
-        return {"role": "tool", "tool_call_id": outcome.call_id, "content": content}
+        if outcome.is_error and not outcome.executed:
+            return tool_error_message(outcome.call_id, outcome.content)
+        return {"role": "tool", "tool_call_id": outcome.call_id, "content": outcome.content}

@@ -85,7 +85,16 @@ def run(args: argparse.Namespace) -> int:
         trace_path=args.trace,
     )
     raw = _read_json(args.trajectory, "trajectory")
-    trajectory = to_trajectory(raw, format=args.format)
+    system = None
+    if isinstance(raw, dict):  # {"messages": [...]} or Anthropic's {"system": ..., "messages": [...]}
+        if "messages" not in raw:
+            raise ConfigError(f"{args.trajectory}: expected a message list or an object with 'messages'")
+        system = raw.get("system")
+        raw = raw["messages"]
+    try:
+        trajectory = to_trajectory(raw, format=args.format, system=system)
+    except FormatError as exc:
+        raise ConfigError(f"{args.trajectory}: {exc}") from exc
     call = parse_call(_read_json(args.call, "call"), str(args.call))
     decision = guard.check(call, trajectory)
     payload = decision.model_dump(mode="json", exclude_none=True)
