@@ -1,0 +1,96 @@
+"""Convert between provider message formats and PolicyGuard's :class:`Trajectory`.
+
+Three formats: OpenAI Chat Completions (``"openai_chat"``), OpenAI Responses
+(``"openai_responses"``) and Anthropic Messages (``"anthropic"``). Each module
+has ``read`` (provider -> Trajectory), ``write`` (Trajectory -> provider, in a
+canonical form that round-trips), a ``tool_call_from_*`` helper and
+``tool_error_message(call_id, text)``, the provider's error tool result the
+guard uses to hand a blocked call's remediation back to the agent.
+
+Readers raise :class:`~policyguard.errors.FormatError` naming the message index
+on anything they cannot read faithfully (invalid JSON arguments, unknown roles
+or item types); nothing that could hide a tool call is skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ..errors import FormatError
+from ..messages import ToolCall, Trajectory
+from . import anthropic, openai_chat, openai_responses
+from ._common import plain
+from .anthropic import tool_call_from_anthropic
+from .detect import detect_format
+
+FormatName = Literal["openai_chat", "openai_responses", "anthropic"]
+Format = Literal["openai_chat", "openai_responses", "anthropic", "auto"]
+FORMATS: tuple[FormatName, ...] = ("openai_chat", "openai_responses", "anthropic")
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "FormatName",
+    "detect_format",
+    "from_trajectory",
+    "to_trajectory",
+    "tool_call_from_anthropic",
+    "tool_call_from_openai",
+    "tool_error_message",
+]
+
+
+def _check(format: str) -> None:
+    if format not in FORMATS:
+        raise FormatError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+
+
+def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None) -> Trajectory:
+    """Read ``messages`` in ``format`` (detected when ``"auto"``) into a :class:`Trajectory`.
+
+    ``system`` is Anthropic's separate system prompt; giving it implies
+    ``"anthropic"`` when the format is ``"auto"``. An empty list is an empty
+    trajectory in every format, so ``"auto"`` accepts it.
+    """
+    messages = plain(messages)
+    if format == "auto":
+        if system is not None:
+            format = "anthropic"
+        elif messages == []:
+            return Trajectory()
+        else:
+            format = detect_format(messages)  # type: ignore[assignment]
+    _check(format)
+    if format == "anthropic":
+        return anthropic.read(messages, system)
+    if system is not None:
+        raise FormatError(f"'system' is only for anthropic; {format} keeps system text in the messages")
+    if format == "openai_chat":
+        return openai_chat.read(messages)
+    return openai_responses.read(messages)
+
+
+def from_trajectory(trajectory: Trajectory, format: FormatName) -> list[dict[str, Any]] | dict[str, Any]:
+    """Write ``trajectory`` in ``format``: a message/item list, or for anthropic
+    ``{"system": str | None, "messages": [...]}``."""
+    _check(format)
+    if format == "anthropic":
+        return anthropic.write(trajectory)
+    if format == "openai_chat":
+        return openai_chat.write(trajectory)
+    return openai_responses.write(trajectory)
+
+
+def tool_call_from_openai(call: Any) -> ToolCall:
+    """A :class:`ToolCall` from a Chat ``tool_calls`` entry or a Responses ``function_call`` item."""
+    call = plain(call)
+    if isinstance(call, dict) and call.get("type") == "function_call":
+        return openai_responses.tool_call_from_openai(call)
+    return openai_chat.tool_call_from_openai(call)
+
+
+def tool_error_message(call_id: str, text: str, format: FormatName) -> dict[str, Any]:
+    """The error tool result answering call ``call_id`` with ``text``, in ``format``."""
+    _check(format)
+    module = {"openai_chat": openai_chat, "openai_responses": openai_responses, "anthropic": anthropic}[format]
+    return module.tool_error_message(call_id, text)

@@ -1,0 +1,109 @@
+"""Tell which provider format a message list is in.
+
+Each item narrows the set of formats it could belong to (a ``tool`` role is
+Chat only, a ``tool_use`` block is Anthropic only, a ``function_call`` item is
+Responses only...). The answer is the one format every item allows; when
+several remain (a plain text exchange reads the same everywhere) or none does
+(items from two formats mixed), :class:`FormatError` says so instead of
+guessing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import FormatError
+from ._common import plain
+
+CHAT, RESPONSES, ANTHROPIC = "openai_chat", "openai_responses", "anthropic"
+FORMATS = (CHAT, RESPONSES, ANTHROPIC)
+_ALL = frozenset(FORMATS)
+
+_ROLE_FORMATS = {
+    "system": frozenset({CHAT, RESPONSES}),
+    "developer": frozenset({CHAT, RESPONSES}),
+    "tool": frozenset({CHAT}),
+    "user": _ALL,
+    "assistant": _ALL,
+}
+_PART_FORMATS = {
+    "text": frozenset({CHAT, ANTHROPIC}),
+    "refusal": frozenset({CHAT, RESPONSES}),
+    "image_url": frozenset({CHAT}),
+    "input_audio": frozenset({CHAT}),
+    "file": frozenset({CHAT}),
+    "input_text": frozenset({RESPONSES}),
+    "output_text": frozenset({RESPONSES}),
+    "input_image": frozenset({RESPONSES}),
+    "input_file": frozenset({RESPONSES}),
+    "tool_use": frozenset({ANTHROPIC}),
+    "tool_result": frozenset({ANTHROPIC}),
+    "image": frozenset({ANTHROPIC}),
+    "document": frozenset({ANTHROPIC}),
+    "thinking": frozenset({ANTHROPIC}),
+    "redacted_thinking": frozenset({ANTHROPIC}),
+}
+
+
+def _item_formats(item: Any, index: int) -> frozenset[str]:
+    """The formats ``item`` (at ``index``) could belong to."""
+    where = f"message {index}"
+    if not isinstance(item, dict):
+        raise FormatError(f"{where}: expected an object, got {type(item).__name__}")
+    kind = item.get("type")
+    if kind is not None and kind != "message":
+        return frozenset({RESPONSES})  # only Responses items carry a non-message "type"
+    formats = frozenset({RESPONSES, ANTHROPIC}) if kind == "message" else _ALL
+    role = item.get("role")
+    if role not in _ROLE_FORMATS:
+        raise FormatError(f"{where}: no 'role' or 'type' any format knows (role={role!r}, type={kind!r})")
+    formats &= _ROLE_FORMATS[role]
+    if "tool_calls" in item or "tool_call_id" in item or "function_call" in item:
+        formats &= frozenset({CHAT})
+    content = item.get("content")
+    if isinstance(content, list):
+        for part in content:
+            part_type = part.get("type") if isinstance(part, dict) else None
+            formats &= _PART_FORMATS.get(part_type, _ALL)  # type: ignore[arg-type]
+    return formats
+
+
+def detect_format(messages: Any) -> str:
+    """``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``; FormatError if unclear.
+
+    A dict with ``messages`` is an Anthropic request; a bare string is a
+    Responses ``input``. An empty list, a list every format reads alike, or a
+    list mixing formats raises, asking for an explicit ``format=``.
+    """
+    messages = plain(messages)
+    if isinstance(messages, str):
+        return RESPONSES
+    if isinstance(messages, dict):
+        if "messages" in messages:
+            return ANTHROPIC
+        raise FormatError("cannot detect format: a dict is read only as an Anthropic request with 'messages'")
+    if not isinstance(messages, list):
+        raise FormatError(f"cannot detect format: expected a list of messages, got {type(messages).__name__}")
+    if not messages:
+        raise FormatError("cannot detect format of an empty message list; pass format= explicitly")
+    possible = _ALL
+    for index, item in enumerate(messages):
+        fits = _item_formats(item, index)
+        if not fits:
+            raise FormatError(f"cannot detect format: message {index} mixes features of different formats")
+        narrowed = possible & fits
+        if not narrowed:
+            raise FormatError(
+                f"cannot detect format: message {index} fits {_names(fits)} "
+                f"but earlier messages fit {_names(possible)}; are formats mixed?"
+            )
+        possible = narrowed
+    if len(possible) > 1:
+        raise FormatError(
+            f"cannot detect format: the messages read as any of {_names(possible)}; pass format= explicitly"
+        )
+    return next(iter(possible))
+
+
+def _names(formats: frozenset[str]) -> str:
+    return ", ".join(name for name in FORMATS if name in formats)
