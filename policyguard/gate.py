@@ -1,0 +1,244 @@
+"""The deterministic hard gate: prove what CEL checks over trusted facts can prove.
+
+For a mutating call the gate evaluates every requirement that has a ``check``
+(the tool's own and the general rules) against the call's ``args``, trusted
+``facts`` (:mod:`policyguard.facts`), the ``principal`` and ``now``:
+
+* a needed fact is missing, or a data requirement's prerequisite read was never
+  made -> BLOCK telling the agent which read to make first;
+* a check is false -> BLOCK naming the requirement (deny wins: one failing check
+  blocks whatever the others say);
+* a check cannot be evaluated (missing key, type error, non-bool) -> BLOCK with
+  stage ``gate_error`` (fail closed);
+* otherwise the checked requirements are MET and the rest UNVERIFIED, and the
+  gate escalates so the verifier judges what only a reader of the dialogue can.
+
+Read-only tools pass at once (stage ``read_only``); unknown tools are mutating.
+The gate holds only compiled programs and never mutates them, so one instance
+may serve many threads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .cel import CHECK_VARIABLES, CelCompileError, CelEvalError, CheckProgram, compile_check
+from .checklist import Checklist, Requirement
+from .decision import Decision, RequirementResult
+from .errors import ChecklistError
+from .facts import (
+    FactsResult,
+    StateResolver,
+    fact_closure,
+    format_read,
+    resolve_facts,
+    resolve_principal,
+    successful_results,
+)
+from .messages import ToolCall, Trajectory
+from .stages import CheckContext
+
+MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
+
+
+def _requirement_paths(checklist: Checklist) -> list[tuple[tuple[str | int, ...], Requirement]]:
+    paths: list[tuple[tuple[str | int, ...], Requirement]] = []
+    for tool_key, spec in checklist.tools.items():
+        for index, req in enumerate(spec.requirements):
+            paths.append((("tools", tool_key, "requirements", index), req))
+    for index, req in enumerate(checklist.general_rules):
+        paths.append((("general_rules", index), req))
+    return paths
+
+
+def _compile_all(checklist: Checklist) -> tuple[dict[str, CheckProgram], list[ChecklistError]]:
+    programs: dict[str, CheckProgram] = {}
+    errors: list[ChecklistError] = []
+    for name, source in checklist.facts.items():
+        for argument, expression in source.match.items():
+            path: tuple[str | int, ...] = ("facts", name, "match", argument)
+            try:
+                program = compile_check(expression)
+            except CelCompileError as exc:
+                errors.append(checklist.error_at(f"invalid CEL in match of fact {name!r}: {exc}", path))
+                continue
+            unknown = program.variables() - MATCH_VARIABLES
+            if unknown:
+                errors.append(
+                    checklist.error_at(
+                        f"match of fact {name!r} uses unknown variable(s) {sorted(unknown)};"
+                        f" allowed: {sorted(MATCH_VARIABLES)}",
+                        path,
+                    )
+                )
+            for dep in sorted(program.fact_names() - set(checklist.facts)):
+                errors.append(checklist.error_at(f"match of fact {name!r} refers to undeclared fact {dep!r}", path))
+    for base, req in _requirement_paths(checklist):
+        if req.check is None:
+            continue
+        path = (*base, "check")
+        try:
+            program = compile_check(req.check)
+        except CelCompileError as exc:
+            errors.append(checklist.error_at(f"invalid CEL check in requirement {req.id!r}: {exc}", path))
+            continue
+        unknown = program.variables() - CHECK_VARIABLES
+        if unknown:
+            errors.append(
+                checklist.error_at(
+                    f"check of requirement {req.id!r} uses unknown variable(s) {sorted(unknown)};"
+                    f" allowed: {sorted(CHECK_VARIABLES)}",
+                    path,
+                )
+            )
+        for fact in sorted(program.fact_names() - set(checklist.facts)):
+            errors.append(
+                checklist.error_at(f"check of requirement {req.id!r} refers to undeclared fact {fact!r}", path)
+            )
+        previous = programs.get(req.id)
+        if previous is not None and previous.source != program.source:
+            errors.append(checklist.error_at(f"duplicate requirement id {req.id!r} with a different check", path))
+        programs[req.id] = program
+    return programs, errors
+
+
+def compile_checklist_checks(checklist: Checklist) -> list[ChecklistError]:
+    """Every problem with the checklist's CEL (checks and fact matches), each with file and line."""
+    return _compile_all(checklist)[1]
+
+
+class HardGate:
+    """The deterministic gate; implements :class:`policyguard.stages.Gate`."""
+
+    def __init__(self, checklist: Checklist, resolver: StateResolver | None = None) -> None:
+        programs, errors = _compile_all(checklist)
+        if errors:
+            raise errors[0]
+        self._checklist = checklist
+        self._resolver = resolver
+        self._programs = programs
+
+    @property
+    def checklist(self) -> Checklist:
+        return self._checklist
+
+    def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        """Allow a read-only call, block on a missing fact or a failing check, else escalate."""
+        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256}
+        checklist = self._checklist
+        if not checklist.is_mutating(call.name):
+            return Decision.allow(stage="read_only", **base)
+
+        requirements = checklist.requirements_for(call.name)
+        principal = resolve_principal(checklist, trajectory, context.principal)
+        needed: set[str] = set()
+        for req in requirements:
+            if req.check is not None:
+                needed |= self._programs[req.id].fact_names()
+        try:
+            facts = resolve_facts(checklist, call, trajectory, needed, self._resolver, principal=principal)
+        except Exception as exc:  # fail closed on anything unexpected
+            return Decision.block(
+                stage="gate_error",
+                message="The policy gate could not read the facts it needs, so this action is blocked. "
+                "Do not retry it until the problem is fixed; tell the user or ask a human.",
+                error=f"{type(exc).__name__}: {exc}",
+                **base,
+            )
+
+        results: list[RequirementResult] = []
+        denials: list[str] = []
+        errors: list[str] = []
+        variables = {"args": call.arguments, "facts": facts.values, "principal": principal, "now": context.now}
+        for req in requirements:
+            if req.check is None:
+                results.append(
+                    RequirementResult(
+                        id=req.id, status="UNVERIFIED", evidence="no deterministic check", judged_by="none"
+                    )
+                )
+                continue
+            program = self._programs[req.id]
+            blocked = self._missing_reads(req, program, call, trajectory, facts)
+            if blocked is not None:
+                evidence, message = blocked
+                results.append(RequirementResult(id=req.id, status="NOT_MET", evidence=evidence, judged_by="gate"))
+                denials.append(message)
+                continue
+            try:
+                holds = program.holds(variables)
+            except CelEvalError as exc:
+                results.append(
+                    RequirementResult(
+                        id=req.id,
+                        status="NOT_MET",
+                        evidence=f"check could not be evaluated (fail closed): {exc}",
+                        judged_by="gate",
+                    )
+                )
+                errors.append(f"{req.id}: {exc}")
+                continue
+            if holds:
+                results.append(
+                    RequirementResult(id=req.id, status="MET", evidence=f"check holds: {req.check}", judged_by="gate")
+                )
+            else:
+                results.append(
+                    RequirementResult(
+                        id=req.id, status="NOT_MET", evidence=f"check is false: {req.check}", judged_by="gate"
+                    )
+                )
+                denials.append(
+                    f"This action is not allowed: {req.text.rstrip('.')} (requirement {req.id}). "
+                    "Explain this to the user and do not retry the same call."
+                )
+
+        fields: dict[str, Any] = {**base, "requirements": results, "resolver_reads": facts.resolver_reads}
+        if denials:
+            error = "; ".join(errors) if errors else None
+            return Decision.block(stage="gate", message=" ".join(_unique(denials)), error=error, **fields)
+        if errors:
+            return Decision.block(
+                stage="gate_error",
+                message="A policy check for this action could not be evaluated, so it is blocked. "
+                "Make sure the call has all its arguments and the records it depends on were read; "
+                "if it still fails, do not retry and ask a human.",
+                error="; ".join(errors),
+                **fields,
+            )
+        return Decision.escalate(stage="gate", **fields)
+
+    def _missing_reads(
+        self, req: Requirement, program: CheckProgram, call: ToolCall, trajectory: Trajectory, facts: FactsResult
+    ) -> tuple[str, str] | None:
+        """(evidence, remediation) when a fact or prerequisite read is missing, else None."""
+        for fact in sorted(program.fact_names()):
+            if fact in facts.missing:
+                read = facts.reads.get(fact)
+                if read is not None:
+                    message = f"Read the {fact} first: call {read} before {call.name}."
+                else:
+                    message = f"The {fact} needed to check this action is not available: {facts.missing[fact]}."
+                return f"missing fact {fact!r}: {facts.missing[fact]}", message
+        if req.kind != "data":
+            return None
+        closure = fact_closure(self._checklist, program.fact_names())
+        for tool in req.prerequisites:
+            keyed = [
+                facts.keys[f] for f in sorted(closure) if self._checklist.facts[f].tool == tool and f in facts.keys
+            ]
+            if keyed:
+                for keys in keyed:
+                    if next(successful_results(trajectory, tool, keys), None) is None:
+                        read = format_read(tool, keys)
+                        return (
+                            f"prerequisite read not made: {read}",
+                            f"Read first: call {read} before {call.name}.",
+                        )
+            elif next(successful_results(trajectory, tool), None) is None:
+                return f"prerequisite read not made: {tool}", f"Read first: call {tool} before {call.name}."
+        return None
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
