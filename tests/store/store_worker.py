@@ -1,0 +1,76 @@
+"""Child-process jobs for the multi-process and crash tests (run with runpy in a spawned process).
+
+``JOB`` is injected as a global: ``kind`` plus paths. Every tool invocation
+appends one line to ``JOB["effects"]`` with an O_APPEND write, so the parent can
+count real side effects independently of the ledger.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from policyguard.checklist import Checklist
+from policyguard.executor import GuardedExecutor
+from policyguard.grants import GrantVerifier
+from policyguard.messages import ToolCall
+from policyguard.store import SQLiteStore
+
+JOB: dict[str, Any] = globals().get("JOB", {})
+
+CHECKLIST = Checklist.model_validate(
+    {
+        "policy": {"name": "refunds", "version": "sha256:" + "1" * 64},
+        "tools": {"issue_refund": {"effect": {"transaction_arg": "order_id"}}},
+    }
+)
+
+
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def refund(order_id: str, amount: float, idempotency_key: str) -> dict[str, Any]:
+    _append(JOB["effects"], f"{os.getpid()} {idempotency_key}")
+    return {"status": "issued", "amount": amount}
+
+
+def execute() -> None:
+    """Wait at the barrier, then try the call with the grant; record the outcome."""
+    store = SQLiteStore(JOB["db"], synchronous="NORMAL")
+    verifier = GrantVerifier(JOB["public_pem"], nonces=store, current_policy_version=lambda: "v1")
+    executor = GuardedExecutor({"issue_refund": refund}, verifier=verifier, ledger=store, checklist=CHECKLIST)
+    call = ToolCall.model_validate(JOB["call"])
+    JOB["barrier"].wait()
+    result = executor.execute(call, JOB["grant"], principal="alice", resource="O1")
+    _append(JOB["outcomes"], f"{int(result.executed)} {result.reason}")
+
+
+def crash_after_tool() -> None:
+    """Claim, run the tool, then die before recording completion."""
+    store = SQLiteStore(JOB["db"], synchronous="NORMAL")
+    store.begin_effect(
+        JOB["key"], tool="issue_refund", transaction_id="O1", amount=50, currency=None, args_sha256=JOB["sha"]
+    )
+    refund("O1", 50, JOB["key"])
+    os._exit(1)
+
+
+def commit_forever() -> None:
+    """Claim, run, complete, over and over, until the parent kills us."""
+    store = SQLiteStore(JOB["db"], synchronous=JOB.get("synchronous", "NORMAL"))
+    i = 0
+    while True:
+        key = f"k{i:06d}"
+        store.begin_effect(key, tool="issue_refund", transaction_id="O1", amount=1, currency=None, args_sha256="x")
+        refund("O1", 1, key)
+        store.complete_effect(key, '{"status": "issued"}')
+        i += 1
+
+
+if __name__ == "__main__":
+    {"execute": execute, "crash_after_tool": crash_after_tool, "commit_forever": commit_forever}[JOB["kind"]]()
