@@ -1,0 +1,515 @@
+"""Validate a checklist against its policy text and the agent's tool schemas.
+
+Loading a checklist (:func:`policyguard.checklist.load_checklist`) stops at the
+first error. A person fixing a checklist wants every problem at once, each with
+file and line, so :func:`validate_checklist` collects them all:
+
+* schema errors (every pydantic error, not just the first; unknown fields are
+  dropped and validation continues, so one stray key does not hide the rest);
+* every ``check`` and fact ``match`` compiles and reads only known variables;
+* every tool named (tool keys, fact sources, prerequisites, the principal
+  source) exists in the tool schemas, and every ``args.X`` a check reads is a
+  parameter of that tool; every ``facts.X`` is declared under ``facts:``;
+* prerequisites are read-only tools; a tool the tool source marks as writing is
+  not declared read-only;
+* every ``source`` quote occurs in the policy text (after normalizing
+  whitespace, markdown emphasis and typographic quotes; ``...`` separates
+  fragments that must occur in order) - this catches invented requirements;
+* every ``check`` gives each of its own examples the stated result;
+* the checklist's policy version is the hash of the given policy text.
+
+Warnings (a separate severity) point at things that are legal but suspicious:
+a mutating tool without requirements, a check without a complying or a
+violating example, a read-only tool the checklist does not declare.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .canonical import policy_version
+from .checklist import Checklist, Requirement
+from .errors import ChecklistError, ConfigError
+from .yamlsource import LocatedYaml, PathKey, load_yaml_file
+
+Severity = Literal["error", "warning"]
+
+_ARG_DOT = re.compile(r"(?<![\w.])args\s*\.\s*([A-Za-z_]\w*)")
+_ARG_INDEX = re.compile(r"(?<![\w.])args\s*\[\s*(?:\"([^\"]+)\"|'([^']+)')\s*\]")
+_HAS_ARG = re.compile(r"\bhas\s*\(\s*args\s*\.\s*([A-Za-z_]\w*)\s*\)")
+_MATCH_VARIABLES = frozenset({"args", "facts", "principal"})
+
+
+class Problem(BaseModel):
+    """One thing wrong with a checklist, pointing at its file, line and field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: str | None = None
+    line: int | None = None
+    field: str | None = None
+    message: str
+    severity: Severity = "error"
+
+    def __str__(self) -> str:
+        where = self.file or "<checklist>"
+        if self.line is not None:
+            where += f":{self.line}"
+        field = f" {self.field}:" if self.field else ""
+        tag = "warning: " if self.severity == "warning" else ""
+        return f"{where}:{field} {tag}{self.message}"
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """What the validator knows about one tool of the agent.
+
+    ``parameters`` is None when the schema does not list them (then argument
+    names are not checked). ``mutating`` is None when the source does not say.
+    """
+
+    name: str
+    parameters: frozenset[str] | None = None
+    mutating: bool | None = None
+
+
+@dataclass(frozen=True)
+class ChecklistStats:
+    """How many requirements a checklist has and how many the gate can prove."""
+
+    tools: int
+    mutating_tools: int
+    requirements: int
+    data: int
+    procedural: int
+    with_check: int
+
+    @property
+    def check_share(self) -> float:
+        return self.with_check / self.requirements if self.requirements else 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"{self.requirements} requirements ({self.data} data, {self.procedural} procedural) over "
+            f"{self.mutating_tools} mutating of {self.tools} tools; {self.with_check} carry a formal check "
+            f"({self.check_share:.0%})"
+        )
+
+
+def checklist_stats(checklist: Checklist) -> ChecklistStats:
+    """Count requirements (tool requirements plus general rules) and formal checks."""
+    reqs = [r for spec in checklist.tools.values() for r in spec.requirements] + list(checklist.general_rules)
+    return ChecklistStats(
+        tools=len(checklist.tools),
+        mutating_tools=sum(1 for spec in checklist.tools.values() if spec.mutating),
+        requirements=len(reqs),
+        data=sum(1 for r in reqs if r.kind == "data"),
+        procedural=sum(1 for r in reqs if r.kind == "procedural"),
+        with_check=sum(1 for r in reqs if r.check),
+    )
+
+
+# ---------------------------------------------------------------- tool schemas
+
+
+def tool_info_from_schema(schema: Mapping[str, Any]) -> ToolInfo:
+    """Read one tool schema: OpenAI Chat (``{"type": "function", "function": {...}}``),
+    OpenAI Responses (``{"type": "function", "name", "parameters"}``) or Anthropic
+    (``{"name", "input_schema"}``)."""
+    body: Mapping[str, Any] = schema
+    if isinstance(schema.get("function"), Mapping):
+        body = schema["function"]
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"tool schema without a name: {dict(schema)!r:.120}")
+    params = body.get("parameters", body.get("input_schema"))
+    names: frozenset[str] | None = None
+    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping):
+        names = frozenset(str(k) for k in params["properties"])
+    elif isinstance(params, Mapping):
+        names = frozenset()
+    mutating = body.get("x-mutating")
+    return ToolInfo(name=name, parameters=names, mutating=mutating if isinstance(mutating, bool) else None)
+
+
+def tau2_tool_infos(import_path: str) -> list[ToolInfo]:
+    """The tools of a tau2 toolkit class, e.g. ``tau2.domains.airline.tools:AirlineTools``.
+
+    Parameters come from tau2's own ``Tool.openai_schema``. Mutation follows
+    the ``@is_tool`` type: WRITE mutates; READ does not; THINK does not (tau2
+    documents it as "will not obtain new information or change the database");
+    GENERIC is left undecided (tau2 says nothing general about it - in the
+    airline and retail domains it is ``calculate`` and
+    ``transfer_to_human_agents``), so the checklist's own declaration stands.
+    """
+    import importlib
+
+    module_name, _, class_name = import_path.partition(":")
+    if not module_name or not class_name:
+        raise ConfigError(f"--tools {import_path!r}: expected 'package.module:ToolkitClass'")
+    try:
+        module = importlib.import_module(module_name)
+        toolkit_cls = getattr(module, class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot import tau2 toolkit {import_path!r}: {exc}") from exc
+    from tau2.environment.toolkit import ToolType
+
+    toolkit = toolkit_cls(None)  # schemas and tool types need no database
+    infos = []
+    for name, tool in toolkit.get_tools().items():
+        info = tool_info_from_schema(tool.openai_schema)
+        kind = toolkit.tool_type(name)
+        mutating = {ToolType.WRITE: True, ToolType.READ: False, ToolType.THINK: False}.get(kind)
+        infos.append(ToolInfo(name=name, parameters=info.parameters, mutating=mutating))
+    return infos
+
+
+def load_tool_infos(spec: str | Path) -> list[ToolInfo]:
+    """Tools from a JSON file (a list of schemas, or ``{"tools": [...]}``) or a tau2 import path."""
+    import json
+
+    path = Path(spec)
+    if not path.exists() and ":" in str(spec):
+        return tau2_tool_infos(str(spec))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read tools file {spec}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"tools file {spec} is not JSON: {exc}") from exc
+    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list) or not all(isinstance(t, Mapping) for t in data):
+        raise ConfigError(f"tools file {spec}: expected a list of tool schemas")
+    return [tool_info_from_schema(t) for t in data]
+
+
+def _tool_infos(tools: Iterable[Mapping[str, Any] | ToolInfo]) -> dict[str, ToolInfo]:
+    infos = [t if isinstance(t, ToolInfo) else tool_info_from_schema(t) for t in tools]
+    return {t.name: t for t in infos}
+
+
+# ---------------------------------------------------------------- policy quotes
+
+
+def normalize_policy_text(text: str) -> str:
+    """Fold what differs between a policy file and a quote of it: markdown
+    emphasis and list markers, typographic quotes and dashes, case, whitespace."""
+    text = unicodedata.normalize("NFKC", text)
+    for fancy, plain in (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"'), ("`", "")):
+        text = text.replace(fancy, plain)
+    text = re.sub(r"[\u2013\u2014]", "-", text)
+    text = re.sub(r"(\*\*|__|\*)", "", text)
+    text = re.sub(r"(?m)^\s*(?:[-+]|\d+\.)\s+", " ", text)
+    text = re.sub(r"(?m)^\s*#+\s*", " ", text)
+    return re.sub(r"\s+", " ", text).strip().casefold()
+
+
+def quote_in_policy(quote: str, normalized_policy: str) -> bool:
+    """Whether ``quote`` occurs in the (normalized) policy; ``...`` splits ordered fragments."""
+    position = 0
+    for fragment in re.split(r"\s*(?:\.\.\.|\u2026)\s*", quote):
+        needle = normalize_policy_text(fragment)
+        if not needle:
+            continue
+        found = normalized_policy.find(needle, position)
+        if found < 0:
+            return False
+        position = found + len(needle)
+    return True
+
+
+# ---------------------------------------------------------------- the validator
+
+
+class _Collector:
+    def __init__(self, doc: LocatedYaml | None, file: str | None) -> None:
+        self.doc = doc
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def add(self, path: PathKey, message: str, severity: Severity = "error") -> None:
+        line = self.doc.line_of(path) if self.doc is not None else None
+        field = ".".join(str(p) for p in path) or None
+        self.problems.append(Problem(file=self.file, line=line, field=field, message=message, severity=severity))
+
+
+def _arg_names(expression: str) -> set[str]:
+    names = set(_ARG_DOT.findall(expression))
+    for double, single in _ARG_INDEX.findall(expression):
+        names.add(double or single)
+    return names
+
+
+def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
+    """Validate the document, reporting every schema error; recover from unknown keys."""
+    if not isinstance(doc.data, dict):
+        out.add((), "a checklist must be a YAML mapping")
+        return None
+    data = doc.data
+    try:
+        checklist = Checklist.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        for err in errors:
+            path = tuple(err["loc"])
+            message = "unknown field (not in the checklist schema)" if err["type"] == "extra_forbidden" else err["msg"]
+            out.add(path, message)
+        if not all(err["type"] == "extra_forbidden" for err in errors):
+            return None
+        import copy
+
+        data = copy.deepcopy(data)
+        for err in errors:
+            *parent_path, key = err["loc"]
+            parent: Any = data
+            for part in parent_path:
+                parent = parent[part]
+            parent.pop(key, None)
+        try:
+            checklist = Checklist.model_validate(data)
+        except ValidationError:
+            return None
+    checklist._source = doc
+    return checklist
+
+
+def _requirements(checklist: Checklist) -> list[tuple[PathKey, str | None, Requirement]]:
+    """Every requirement with its path and its tool key (None for general rules)."""
+    found: list[tuple[PathKey, str | None, Requirement]] = []
+    for key, spec in checklist.tools.items():
+        for index, req in enumerate(spec.requirements):
+            found.append((("tools", key, "requirements", index), key, req))
+    for index, req in enumerate(checklist.general_rules):
+        found.append((("general_rules", index), None, req))
+    return found
+
+
+def _is_glob(key: str) -> bool:
+    return any(ch in key for ch in "*?[")
+
+
+def _tools_for_key(key: str, known: Mapping[str, ToolInfo]) -> list[ToolInfo]:
+    import fnmatch
+
+    if not _is_glob(key):
+        return [known[key]] if key in known else []
+    return [info for name, info in known.items() if fnmatch.fnmatchcase(name, key)]
+
+
+def _check_semantics(
+    checklist: Checklist,
+    out: _Collector,
+    *,
+    policy_text: str | None,
+    known: dict[str, ToolInfo] | None,
+) -> None:
+    from .cel import CHECK_VARIABLES, HELPER_FUNCTIONS, CelError, CheckProgram, compile_check
+
+    def tool_exists(name: str) -> bool:
+        return known is None or name in known
+
+    # --- tools named in the checklist
+    if known is not None:
+        for key in checklist.tools:
+            if not _tools_for_key(key, known):
+                what = "no tool matches the glob" if _is_glob(key) else "unknown tool"
+                out.add(("tools", key), f"{what} {key!r} (not among the {len(known)} tools given)")
+        for name, info in known.items():
+            spec = checklist.tool_spec(name)
+            if info.mutating is True and spec is not None and not spec.mutating:
+                out.add(
+                    ("tools", name, "mutating"),
+                    f"{name!r} writes state (per the tool source) but is declared read-only",
+                )
+            if info.mutating is False and spec is None:
+                out.add(
+                    ("tools",),
+                    f"read-only tool {name!r} is not declared; the guard will treat it as mutating",
+                    "warning",
+                )
+    if checklist.principal is not None and not tool_exists(checklist.principal.tool):
+        out.add(("principal", "tool"), f"unknown tool {checklist.principal.tool!r}")
+    for key, spec in checklist.tools.items():
+        if spec.mutating and not spec.requirements and not checklist.general_rules:
+            out.add(("tools", key), f"mutating tool {key!r} has no requirements", "warning")
+        if spec.effect is not None and known is not None:
+            effect = spec.effect
+            arg_fields = {
+                "amount_arg": effect.amount_arg,
+                "currency_arg": effect.currency_arg,
+                "transaction_arg": effect.transaction_arg,
+                "idempotency_arg": effect.idempotency_arg,
+                "resource_arg": effect.resource_arg,
+            }
+            for info in _tools_for_key(key, known):
+                for field_name, arg in arg_fields.items():
+                    if arg is not None and info.parameters is not None and arg not in info.parameters:
+                        out.add(("tools", key, "effect", field_name), f"{info.name!r} has no parameter {arg!r}")
+    if known is not None:
+        for name, info in known.items():
+            if info.mutating is True and checklist.tool_spec(name) is None and not checklist.general_rules:
+                out.add(("tools",), f"mutating tool {name!r} is not in the checklist (no requirements)", "warning")
+
+    # --- facts
+    fact_programs: dict[str, dict[str, CheckProgram]] = {}
+    for fact, source in checklist.facts.items():
+        base: PathKey = ("facts", fact)
+        if not tool_exists(source.tool):
+            out.add((*base, "tool"), f"unknown tool {source.tool!r}")
+        elif known is not None and known[source.tool].mutating is True:
+            out.add((*base, "tool"), f"fact source {source.tool!r} writes state; facts come from read tools")
+        source_params = known[source.tool].parameters if known is not None and source.tool in known else None
+        fact_programs[fact] = {}
+        for read_arg, expression in source.match.items():
+            path: PathKey = (*base, "match", read_arg)
+            if source_params is not None and read_arg not in source_params:
+                out.add(path, f"{source.tool!r} has no parameter {read_arg!r}")
+            try:
+                program = compile_check(expression)
+            except CelError as exc:
+                out.add(path, f"does not compile: {exc}")
+                continue
+            fact_programs[fact][read_arg] = program
+            unknown = program.variables() - _MATCH_VARIABLES - HELPER_FUNCTIONS
+            if unknown:
+                out.add(path, f"unknown variable(s) {sorted(unknown)}; a match reads args, facts and principal")
+            for name in sorted(program.fact_names() - set(checklist.facts)):
+                out.add(path, f"fact {name!r} is not declared under facts:")
+            if fact in program.fact_names():
+                out.add(path, f"fact {fact!r} matches on itself")
+
+    def fact_closure(names: set[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in fact_programs:
+                continue
+            seen.add(name)
+            for program in fact_programs[name].values():
+                todo.extend(program.fact_names())
+        return seen
+
+    # --- requirements
+    normalized_policy = normalize_policy_text(policy_text) if policy_text is not None else None
+    now = checklist.clock or datetime.now(timezone.utc)
+    ids: dict[str, PathKey] = {}
+    for base, tool_key, req in _requirements(checklist):
+        if req.id in ids:
+            out.add((*base, "id"), f"duplicate requirement id {req.id!r} (first at {'.'.join(map(str, ids[req.id]))})")
+        else:
+            ids[req.id] = (*base, "id")
+        if normalized_policy is not None and not quote_in_policy(req.source, normalized_policy):
+            out.add((*base, "source"), f"quote not found in the policy text: {req.source!r}")
+        for index, prereq in enumerate(req.prerequisites):
+            path = (*base, "prerequisites", index)
+            if not tool_exists(prereq):
+                out.add(path, f"unknown tool {prereq!r}")
+            elif checklist.is_mutating(prereq) or (known is not None and known[prereq].mutating is True):
+                out.add(path, f"prerequisite {prereq!r} is not a read-only tool")
+        if req.check is None:
+            if req.examples:
+                out.add((*base, "examples"), "examples without a check are never run", "warning")
+            continue
+        if req.kind == "procedural":
+            out.add((*base, "check"), "a procedural requirement has a check; make it kind: data", "warning")
+        try:
+            program = compile_check(req.check)
+        except CelError as exc:
+            out.add((*base, "check"), f"does not compile: {exc}")
+            continue
+        unknown = program.variables() - CHECK_VARIABLES - HELPER_FUNCTIONS
+        if unknown:
+            out.add((*base, "check"), f"unknown variable(s) {sorted(unknown)}; a check reads {sorted(CHECK_VARIABLES)}")
+        for name in sorted(program.fact_names() - set(checklist.facts)):
+            out.add((*base, "check"), f"fact {name!r} is not declared under facts:")
+        if known is not None:
+            targets = (
+                _tools_for_key(tool_key, known) if tool_key is not None else [i for i in known.values() if i.mutating]
+            )
+            expressions: list[tuple[str, PathKey]] = [(req.check, ("check",))]
+            for fact in sorted(fact_closure(program.fact_names())):
+                for read_arg, fact_program in fact_programs.get(fact, {}).items():
+                    expressions.append((fact_program.source, ("facts", fact, "match", read_arg)))
+            for expression, where in expressions:
+                guarded = set(_HAS_ARG.findall(expression))
+                for arg in sorted(_arg_names(expression)):
+                    missing = [
+                        t.name
+                        for t in targets
+                        if t.parameters is not None and arg not in t.parameters and arg not in guarded
+                    ]
+                    if tool_key is None and targets and len(missing) < len(targets):
+                        continue  # a general rule needs the argument on at least one tool
+                    if missing:
+                        path = (*base, "check") if where == ("check",) else where
+                        via = "" if where == ("check",) else f" (used by {req.id!r})"
+                        out.add(path, f"argument {arg!r} is not a parameter of {', '.join(missing)}{via}")
+        complying = [e for e in req.examples if e.complies]
+        if not complying or len(complying) == len(req.examples):
+            missing_kind = "complying" if not complying else "violating"
+            out.add((*base, "examples"), f"check has no {missing_kind} example", "warning")
+        for index, example in enumerate(req.examples):
+            path = (*base, "examples", index)
+            variables = {"args": example.args, "facts": example.facts, "principal": example.principal, "now": now}
+            try:
+                holds = program.holds(variables)
+            except CelError as exc:
+                out.add(path, f"check fails to evaluate on this example: {exc}")
+                continue
+            if holds != example.complies:
+                expected = "comply" if example.complies else "violate"
+                out.add(path, f"example should {expected} but the check evaluates to {str(holds).lower()}")
+
+    # --- policy version
+    if policy_text is not None:
+        actual = policy_version(policy_text)
+        if actual != checklist.policy.version:
+            out.add(
+                ("policy", "version"),
+                f"policy version mismatch: checklist has {checklist.policy.version}, the policy text is {actual}",
+            )
+
+
+def validate_checklist(
+    checklist_path_or_obj: str | Path | Checklist,
+    *,
+    policy_text: str | None = None,
+    tools: Sequence[Mapping[str, Any] | ToolInfo] | None = None,
+) -> list[Problem]:
+    """Every problem in a checklist, errors and warnings, in file order.
+
+    ``policy_text`` enables the quote and version checks, ``tools`` (tool
+    schemas in OpenAI or Anthropic form, or :class:`ToolInfo`) the tool and
+    argument checks. An unreadable file is one problem, not an exception.
+    """
+    doc: LocatedYaml | None
+    if isinstance(checklist_path_or_obj, Checklist):
+        checklist: Checklist | None = checklist_path_or_obj
+        doc = checklist_path_or_obj.source
+        out = _Collector(doc, doc.file if doc is not None else None)
+    else:
+        file = str(checklist_path_or_obj)
+        try:
+            doc = load_yaml_file(checklist_path_or_obj)
+        except ChecklistError as exc:
+            return [Problem(file=exc.file or file, line=exc.line, field=exc.field, message=exc.message)]
+        out = _Collector(doc, file)
+        checklist = _validate_schema(doc, out)
+    if checklist is not None:
+        known = _tool_infos(tools) if tools is not None else None
+        _check_semantics(checklist, out, policy_text=policy_text, known=known)
+    return sorted(out.problems, key=lambda p: (p.line or 0, p.severity != "error"))
+
+
+def has_errors(problems: Iterable[Problem]) -> bool:
+    return any(p.severity == "error" for p in problems)
