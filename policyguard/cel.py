@@ -21,23 +21,26 @@ Missing data is never silently true or false: ``args.x`` when the call has no
 check states optional fields explicitly with ``has(args.x)``. A check must
 return a bool; anything else is an error, not a truthy value.
 
-Engine choice - measured on this machine (Python 3.11, 2 cores) with the check
+Engine choice - measured on this machine (Python 3.11, 2 shared cores, medians
+of 7 timeit runs; ranges are repeat runs under varying load) with the check
 ``args.amount <= facts.order.captured && facts.order.user_id == principal &&
 args.amount <= 500``:
 
-* ``common-expression-language`` 0.10 (module ``cel``, Rust): 22 us/eval median
-  passing a dict, 31 us including a fresh ``Context`` with the helper functions
-  (what :meth:`CheckProgram.evaluate` does); 50 us/compile. Compares ``int``
-  with ``double`` (JSON ``50`` vs ``50.0``) as CEL's current spec does; parse
-  errors come with line:column and a caret; timestamps and durations are native
-  and Python functions may return aware datetimes. Import ~0.34 s (lazy here).
-* ``cel-python`` 0.5 (module ``celpy``, pure Python, lark): 674 us/eval median
-  including the JSON->CEL conversion (380 us pre-converted), 356 us/compile.
-  Rejects ``50 <= 50.0`` with "no such overload", so every check over JSON
-  numbers would need ``double()`` casts; errors are tuples of internal
-  exceptions; accepts timestamps without an offset (as UTC, silently).
+* ``common-expression-language`` 0.10 (module ``cel``, Rust): 18-33 us/eval
+  passing a dict; :meth:`CheckProgram.holds` (fresh ``Context`` with the helper
+  functions) 20-56 us; 42-60 us/compile. Compares ``int`` with ``double``
+  (JSON ``50`` vs ``50.0``) as CEL's current spec does; parse errors carry
+  line:column and a caret; timestamps and durations are native and Python
+  functions may return aware datetimes. Import ~0.34 s (hence lazy here).
+* ``cel-python`` 0.5 (module ``celpy``, pure Python on lark): 490-680 us/eval
+  including the JSON->CEL conversion (380-740 us pre-converted), 360-730
+  us/compile. Rejects ``50 <= 50.0`` with "no such overload", so every check
+  over JSON numbers would need ``double()`` casts; its errors are tuples of
+  internal exceptions; it reads timestamps without an offset as UTC, silently.
 
 We use ``cel``: ~20x faster, friendlier to JSON numbers, clearer messages.
+(``celpy`` is not a dependency; it was measured from a scratch install.) One
+wart: when a helper raises, the Rust engine also prints a line to stderr.
 The engine is imported inside functions so ``import policyguard`` stays light.
 """
 

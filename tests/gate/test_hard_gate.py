@@ -301,3 +301,46 @@ def test_undeclared_fact_is_a_checklist_problem(checklist: Checklist) -> None:
 
 def test_the_shipped_fixture_has_no_problems(checklist: Checklist) -> None:
     assert compile_checklist_checks(checklist) == []
+
+
+def test_an_approval_for_another_transaction_is_refused(
+    checklist: Checklist, dialogue: Dialogues, context: Contexts
+) -> None:
+    # seed 003's fourth case: amount 800, "approved", but the approval belongs to another transaction.
+    call = ToolCall(
+        id="c6", name="issue_approved_refund", arguments={"order_id": "O1", "amount": 800, "approval_id": "A7"}
+    )
+    gate = HardGate(checklist)
+    other = dialogue().read("get_approval", {"approval_id": "A7"}, {"transaction_id": "O2", "amount": 1000}).build()
+    blocked = gate.check(call, other, context("alice"))
+    assert blocked.outcome == "block" and "approved.bound_to_order" in (blocked.message or "")
+    own = dialogue().read("get_approval", {"approval_id": "A7"}, {"transaction_id": "O1", "amount": 1000}).build()
+    assert gate.check(call, own, context("alice")).outcome == "escalate"
+
+
+def test_a_fact_keyed_on_the_principal(checklist: Checklist, dialogue: Dialogues, context: Contexts) -> None:
+    call = ToolCall(id="c7", name="redeem_points", arguments={"points": 300})
+    trajectory = (
+        dialogue()
+        .read("get_user_details", {"user_id": "bob"}, {"user_id": "bob", "points": 9000})
+        .read("get_user_details", {"user_id": "alice"}, {"user_id": "alice", "points": 100})
+        .build()
+    )
+    gate = HardGate(checklist)
+    assert gate.check(call, trajectory, context("alice")).outcome == "block"  # alice's record, not bob's
+    assert gate.check(call, trajectory, context("bob")).outcome == "escalate"
+    unknown = gate.check(call, trajectory, context(None))  # bob was looked up first: he is the principal
+    assert unknown.outcome == "escalate"
+
+
+def test_one_gate_serves_many_threads(
+    checklist: Checklist, dialogue: Dialogues, context: Contexts, make_order: Orders
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    gate = HardGate(checklist)
+    trajectory = dialogue().read("get_order", {"order_id": "O1"}, make_order(captured=120.0)).build()
+    amounts = list(range(100, 140))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outcomes = list(pool.map(lambda a: gate.check(refund(a), trajectory, context("alice")).outcome, amounts))
+    assert outcomes == ["escalate" if a <= 120 else "block" for a in amounts]
