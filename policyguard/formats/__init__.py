@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..errors import FormatError
-from ..messages import ToolCall, Trajectory
+from ..messages import Message, ToolCall, Trajectory
 from . import anthropic, openai_chat, openai_responses
 from ._common import plain
 from .anthropic import tool_call_from_anthropic
-from .detect import detect_format
+from .detect import candidates, choose, detect_format
 
 FormatName = Literal["openai_chat", "openai_responses", "anthropic"]
 Format = Literal["openai_chat", "openai_responses", "anthropic", "auto"]
@@ -48,26 +48,45 @@ def _check(format: str) -> None:
 def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None) -> Trajectory:
     """Read ``messages`` in ``format`` (detected when ``"auto"``) into a :class:`Trajectory`.
 
-    ``system`` is Anthropic's separate system prompt; giving it implies
-    ``"anthropic"`` when the format is ``"auto"``. An empty list is an empty
-    trajectory in every format, so ``"auto"`` accepts it.
+    ``messages`` is a message/item list, or a request body: ``{"messages": [...]}``
+    (Chat, or Anthropic with ``system``) or ``{"input": ..., "instructions": ...}``
+    (Responses). ``system`` is a system prompt kept apart from the messages, as
+    Anthropic does; for the OpenAI formats it becomes a leading system message.
+    Under ``"auto"`` a separate system prompt settles a tie for Anthropic, and an
+    empty list is an empty trajectory (every format reads it alike).
     """
     messages = plain(messages)
+    system = plain(system)
     if format == "auto":
-        if system is not None:
-            format = "anthropic"
+        if isinstance(messages, list) and system is not None:
+            format = choose(candidates(messages), separate_system=True)  # type: ignore[assignment]
         elif messages == []:
-            return Trajectory()
+            format = "openai_chat"
         else:
             format = detect_format(messages)  # type: ignore[assignment]
     _check(format)
+    if isinstance(messages, dict):
+        messages, system = _unwrap(messages, system, format)
     if format == "anthropic":
         return anthropic.read(messages, system)
+    reader = openai_chat.read if format == "openai_chat" else openai_responses.read
+    trajectory = reader(messages)
     if system is not None:
-        raise FormatError(f"'system' is only for anthropic; {format} keeps system text in the messages")
-    if format == "openai_chat":
-        return openai_chat.read(messages)
-    return openai_responses.read(messages)
+        if not isinstance(system, str):
+            raise FormatError(f"{format}: a separate system prompt must be a string")
+        trajectory.messages.insert(0, Message(role="system", content=system))
+    return trajectory
+
+
+def _unwrap(body: dict[str, Any], system: Any, format: str) -> tuple[Any, Any]:
+    """A request body's messages and system prompt (``system``, or Responses ``instructions``)."""
+    key, system_key = ("input", "instructions") if format == "openai_responses" else ("messages", "system")
+    if key not in body:
+        raise FormatError(f"{format}: a request object needs {key!r}")
+    inner = body.get(system_key)
+    if inner is not None and system is not None:
+        raise FormatError(f"{format}: give the system prompt in the request object or as an argument, not both")
+    return body[key], inner if inner is not None else system
 
 
 def from_trajectory(trajectory: Trajectory, format: FormatName) -> list[dict[str, Any]] | dict[str, Any]:

@@ -68,41 +68,58 @@ def _item_formats(item: Any, index: int) -> frozenset[str]:
     return formats
 
 
-def detect_format(messages: Any) -> str:
-    """``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``; FormatError if unclear.
-
-    A dict with ``messages`` is an Anthropic request; a bare string is a
-    Responses ``input``. An empty list, a list every format reads alike, or a
-    list mixing formats raises, asking for an explicit ``format=``.
-    """
-    messages = plain(messages)
-    if isinstance(messages, str):
-        return RESPONSES
-    if isinstance(messages, dict):
-        if "messages" in messages:
-            return ANTHROPIC
-        raise FormatError("cannot detect format: a dict is read only as an Anthropic request with 'messages'")
+def candidates(messages: Any) -> frozenset[str]:
+    """The formats every item of the list ``messages`` fits; FormatError if none does."""
     if not isinstance(messages, list):
         raise FormatError(f"cannot detect format: expected a list of messages, got {type(messages).__name__}")
-    if not messages:
-        raise FormatError("cannot detect format of an empty message list; pass format= explicitly")
     possible = _ALL
     for index, item in enumerate(messages):
         fits = _item_formats(item, index)
         if not fits:
             raise FormatError(f"cannot detect format: message {index} mixes features of different formats")
-        narrowed = possible & fits
-        if not narrowed:
+        if not possible & fits:
             raise FormatError(
                 f"cannot detect format: message {index} fits {_names(fits)} "
                 f"but earlier messages fit {_names(possible)}; are formats mixed?"
             )
-        possible = narrowed
+        possible &= fits
+    return possible
+
+
+def choose(possible: frozenset[str], *, separate_system: bool = False) -> str:
+    """The one format in ``possible``; a separate system prompt settles a tie for Anthropic."""
+    if len(possible) > 1 and separate_system and ANTHROPIC in possible:
+        return ANTHROPIC
     if len(possible) > 1:
         raise FormatError(
-            f"cannot detect format: the messages read as any of {_names(possible)}; pass format= explicitly"
+            f"cannot detect format: the messages read alike as {_names(possible)}; pass format= explicitly"
         )
     return next(iter(possible))
+
+
+def detect_format(messages: Any) -> str:
+    """``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``; FormatError if unclear.
+
+    Takes a message/item list, a bare string (a Responses ``input``) or a
+    request body: ``{"input": ...}`` is Responses; ``{"messages": [...]}`` is
+    judged by its messages, a top-level ``system`` settling a tie for Anthropic
+    (Chat keeps system text inside the messages). An empty list, a list every
+    format reads alike, or a list mixing formats raises.
+    """
+    messages = plain(messages)
+    if isinstance(messages, str):
+        return RESPONSES
+    separate_system = False
+    if isinstance(messages, dict):
+        if "input" in messages:
+            return RESPONSES
+        if "messages" not in messages:
+            raise FormatError("cannot detect format: a request object needs 'messages' (Chat, Anthropic) or 'input'")
+        separate_system = "system" in messages
+        messages = messages["messages"]
+    if messages == [] and not separate_system:
+        raise FormatError("cannot detect format of an empty message list; pass format= explicitly")
+    return choose(candidates(messages), separate_system=separate_system)
 
 
 def _names(formats: frozenset[str]) -> str:
