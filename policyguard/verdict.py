@@ -1,0 +1,104 @@
+"""The verifier's answer: a pydantic model and a parser that fails closed.
+
+The model is asked for structured output matching :class:`VerifierOutput`. When
+a backend returns text that is not clean JSON (prose around it, code fences,
+several drafts), :func:`parse_verifier_output` binds to the *last* top-level
+JSON object that carries a ``verdict`` key and validates that one: if the last
+verdict is off-menu the parse fails, even when an earlier draft was valid. A
+model that changed its mind into something unreadable never yields a PASS.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import PolicyGuardError
+
+JudgedStatus = Literal["MET", "NOT_MET", "NOT_APPLICABLE"]
+Verdict = Literal["PASS", "BLOCK"]
+
+_MAX_TEXT = 200_000
+
+
+class VerdictParseError(PolicyGuardError):
+    """The verifier's text held no valid verdict. The verifier turns this into BLOCK."""
+
+
+class RequirementJudgement(BaseModel):
+    """One requirement as the verifier judged it, with the evidence (message index) behind it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    status: JudgedStatus
+    evidence: str
+
+
+class VerifierOutput(BaseModel):
+    """What the verifier model must return."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requirements: list[RequirementJudgement]
+    verdict: Verdict
+    remediation: str
+
+
+def verifier_output_schema() -> dict[str, Any]:
+    """The JSON schema sent as ``response_schema`` (every field required, no extra keys)."""
+    return VerifierOutput.model_json_schema()
+
+
+def parse_verifier_output(text: str) -> VerifierOutput:
+    """Parse the model's text into a :class:`VerifierOutput` or raise :class:`VerdictParseError`.
+
+    Clean JSON is taken as is (and must be an object). Otherwise every top-level JSON object in the text
+    is found (code fences and prose are skipped over), and the last one with a
+    ``verdict`` key must validate.
+    """
+    if not text or not text.strip():
+        raise VerdictParseError("empty output")
+    if len(text) > _MAX_TEXT:
+        raise VerdictParseError(f"output too long ({len(text)} characters)")
+    stripped = text.strip()
+    try:
+        whole = json.loads(stripped)
+    except ValueError:
+        pass
+    else:
+        if not isinstance(whole, dict):
+            raise VerdictParseError(f"expected a JSON object, got {type(whole).__name__}")
+        return _validate(whole)
+    candidates = [obj for obj in _top_level_objects(stripped) if "verdict" in obj]
+    if not candidates:
+        raise VerdictParseError("no JSON object with a verdict in the output")
+    return _validate(candidates[-1])
+
+
+def _validate(obj: dict[str, Any]) -> VerifierOutput:
+    try:
+        return VerifierOutput.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise VerdictParseError(f"invalid verdict at {where}: {first['msg']}") from exc
+
+
+def _top_level_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in ``text`` that is not nested inside another one, in order."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    index = text.find("{")
+    while index != -1:
+        try:
+            value, end = decoder.raw_decode(text, index)
+        except ValueError:
+            index = text.find("{", index + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        index = text.find("{", end)
+    return found

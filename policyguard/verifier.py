@@ -1,0 +1,421 @@
+"""The LLM verifier: a sub-agent that judges a pending mutating call against the policy.
+
+It reads what the agent saw (the dialogue, tool calls and tool results), the raw
+policy and the tool's checklist requirements, and returns MET / NOT_MET /
+NOT_APPLICABLE per requirement, PASS or BLOCK, and a short remediation for the
+agent's next turn (PolicyGuard paper, section 3).
+
+The prompt is ordered for provider prompt caching: the parts that are the same
+for every call of a tool in a deployment (instructions and policy, then the
+tool's requirements) come first and are marked ``cache=True``; the dialogue and
+the pending action follow.
+
+Modes (the paper's input regimes):
+
+* ``checklist`` - policy + checklist + dialogue (the headline configuration);
+* ``raw`` - policy + dialogue, no checklist;
+* ``raw_traj`` - policy + only the tool calls and results (no user/agent text);
+* ``checklist_only`` - checklist + dialogue, no policy text.
+
+Without a checklist (``raw``, ``raw_traj``) the model must judge one synthetic
+requirement, ``policy`` (the whole policy); it may add items with ids of its
+own, and any of those NOT_MET blocks too. In the checklist modes every id of
+the tool's requirements and the general rules must be judged; a tool with no
+requirements at all is judged as the synthetic ``policy`` requirement.
+
+Decision rules, all failing closed:
+
+* any NOT_MET blocks, even when the model said PASS (``inconsistency`` records it);
+* a BLOCK with nothing NOT_MET still blocks (recorded as well);
+* ids the model invents in the checklist modes are recorded (in ``requirements``
+  and ``inconsistency``) and count for nothing, except that a NOT_MET on one
+  still blocks;
+* a missing required id, unreadable or off-menu output, a timeout, a provider
+  error after retries, or any other exception gives a ``verifier_error`` BLOCK.
+  No setting turns an error into PASS.
+
+An empty remediation on BLOCK is replaced by :data:`DEFAULT_REMEDIATION`; a
+remediation longer than three sentences is passed on unchanged (cutting it
+could drop the one instruction that matters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+
+from .canonical import canonical_json
+from .checklist import Requirement
+from .decision import Decision, RequirementResult, Usage
+from .errors import ConfigError, ModelError
+from .messages import Message, ToolCall, Trajectory
+from .models.base import Model, ModelRequest, ModelResponse, PromptPart
+from .prompts import Prompts, default_prompts
+from .stages import CheckContext
+from .verdict import RequirementJudgement, VerifierOutput, parse_verifier_output, verifier_output_schema
+
+Mode = Literal["checklist", "raw", "raw_traj", "checklist_only"]
+MODES: tuple[Mode, ...] = ("checklist", "raw", "raw_traj", "checklist_only")
+
+SYNTHETIC_ID = "policy"
+"""The requirement id judged when there is no checklist (or the tool has no requirements)."""
+
+SYNTHETIC_TEXT = (
+    "the action is exactly what the user asked for and explicitly confirmed in the conversation, "
+    "and every fact it relies on is shown by a tool result."
+)
+
+DEFAULT_REMEDIATION = (
+    "This action does not meet the policy yet, so do not perform it now. "
+    "Look up any missing information with the read-only tools, and confirm the exact details with the user "
+    "before trying again, or explain to the user why the request cannot be done."
+)
+
+FAILURE_MESSAGE = (
+    "Verification was not possible for this action right now; do not perform this action now. "
+    "Tell the user the action could not be completed at the moment and offer to try again later."
+)
+
+RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout"})
+
+
+@dataclass(frozen=True)
+class _ModeSpec:
+    include_policy: bool
+    include_checklist: bool
+    dialogue_kind: Literal["full", "tools_only"]
+
+
+_MODE_SPECS: dict[str, _ModeSpec] = {
+    "checklist": _ModeSpec(True, True, "full"),
+    "raw": _ModeSpec(True, False, "full"),
+    "raw_traj": _ModeSpec(True, False, "tools_only"),
+    "checklist_only": _ModeSpec(False, True, "full"),
+}
+
+
+class _Failure(Exception):
+    """Internal: the answer could not be turned into a verdict."""
+
+
+class LLMVerifier:
+    """A :class:`policyguard.stages.Verifier` backed by a chat model.
+
+    Thread-safe: an instance keeps no per-call state, so one verifier may serve
+    many simulations running on threads.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        mode: Mode = "checklist",
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        timeout_s: float = 60.0,
+        max_output_tokens: int = 2048,
+        prompts: Prompts | None = None,
+    ) -> None:
+        if mode not in _MODE_SPECS:
+            raise ConfigError(f"unknown verifier mode {mode!r}; expected one of {', '.join(MODES)}")
+        if retries < 0 or backoff_s < 0 or timeout_s <= 0:
+            raise ConfigError("retries and backoff_s must be >= 0 and timeout_s > 0")
+        self.model = model
+        self.mode: Mode = mode
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self.max_output_tokens = max_output_tokens
+        self._prompts = prompts
+
+    # ------------------------------------------------------------------ prompt
+
+    @property
+    def prompts(self) -> Prompts:
+        return self._prompts if self._prompts is not None else default_prompts()
+
+    def required_ids(self, call: ToolCall, context: CheckContext) -> list[str]:
+        """The requirement ids the model must judge for ``call``."""
+        if not _MODE_SPECS[self.mode].include_checklist:
+            return [SYNTHETIC_ID]
+        ids = [r.id for r in context.checklist.requirements_for(call.name)]
+        return ids or [SYNTHETIC_ID]
+
+    def build_request(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> ModelRequest:
+        """The exact request the model gets for ``call`` (static parts first, cached)."""
+        spec = _MODE_SPECS[self.mode]
+        system = self.prompts.render(
+            "verifier_system.j2",
+            dialogue_kind=spec.dialogue_kind,
+            include_policy=spec.include_policy,
+            policy_text=context.policy_text if spec.include_policy else "",
+        )
+        checklist = self.prompts.render("verifier_checklist.j2", **self._checklist_vars(call, context))
+        per_call = self.prompts.render(
+            "verifier_call.j2",
+            dialogue_kind=spec.dialogue_kind,
+            messages=_render_messages(trajectory, call.id, tools_only=spec.dialogue_kind == "tools_only"),
+            tool=call.name,
+            call_id=call.id,
+            args_json=canonical_json(call.arguments),
+            now=context.now.isoformat(),
+            principal=context.principal or "",
+        )
+        return ModelRequest(
+            parts=[
+                PromptPart(role="system", content=system, cache=True),
+                PromptPart(role="system", content=checklist, cache=True),
+                PromptPart(role="user", content=per_call, cache=False),
+            ],
+            response_schema=verifier_output_schema(),
+            schema_name="verifier_output",
+            purpose="verify",
+            max_output_tokens=self.max_output_tokens,
+            timeout_s=self.timeout_s,
+        )
+
+    def _checklist_vars(self, call: ToolCall, context: CheckContext) -> dict[str, Any]:
+        base: dict[str, Any] = {
+            "tool": call.name,
+            "synthetic_id": SYNTHETIC_ID,
+            "synthetic_text": SYNTHETIC_TEXT,
+            "requirements_yaml": "",
+        }
+        if not _MODE_SPECS[self.mode].include_checklist:
+            return {**base, "synthetic": True, "own_ids_allowed": True}
+        spec = context.checklist.tool_spec(call.name)
+        own = spec.requirements if spec is not None else []
+        general = context.checklist.general_rules
+        if not own and not general:
+            return {**base, "synthetic": True, "own_ids_allowed": False}
+        data: dict[str, Any] = {}
+        if own:
+            data["tool_requirements"] = [_requirement_view(r) for r in own]
+        if general:
+            data["general_rules"] = [_requirement_view(r) for r in general]
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000, default_flow_style=False)
+        return {**base, "synthetic": False, "own_ids_allowed": False, "requirements_yaml": text.rstrip()}
+
+    # ------------------------------------------------------------------ verify
+
+    def verify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        """Judge ``call``; every failure is a ``verifier_error`` BLOCK."""
+        usage = Usage()
+        try:
+            request = self.build_request(call, trajectory, context)
+            for attempt in range(self.retries + 1):
+                started = time.perf_counter()
+                try:
+                    response = _complete_with_deadline(self.model, request, self.timeout_s)
+                except ModelError as exc:
+                    usage = usage + Usage(calls=1, latency_s=time.perf_counter() - started)
+                    delay = self._retry_delay(exc, attempt)
+                    if delay is None:
+                        raise
+                    time.sleep(delay)
+                    continue
+                usage = usage + _response_usage(response, time.perf_counter() - started)
+                return self._decide(response.text, call, context, usage)
+            raise AssertionError("unreachable: the retry loop always returns or raises")
+        except Exception as exc:  # fail closed: nothing below this line may become PASS
+            return self._failure(call, exc, usage)
+
+    async def averify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        """Async :meth:`verify`, with ``timeout_s`` enforced by ``asyncio.wait_for``."""
+        usage = Usage()
+        try:
+            request = self.build_request(call, trajectory, context)
+            for attempt in range(self.retries + 1):
+                started = time.perf_counter()
+                try:
+                    try:
+                        response = await asyncio.wait_for(self.model.acomplete(request), self.timeout_s)
+                    except asyncio.TimeoutError as exc:
+                        raise ModelError("timeout", f"no answer within {self.timeout_s}s") from exc
+                except ModelError as exc:
+                    usage = usage + Usage(calls=1, latency_s=time.perf_counter() - started)
+                    delay = self._retry_delay(exc, attempt)
+                    if delay is None:
+                        raise
+                    await asyncio.sleep(delay)
+                    continue
+                usage = usage + _response_usage(response, time.perf_counter() - started)
+                return self._decide(response.text, call, context, usage)
+            raise AssertionError("unreachable: the retry loop always returns or raises")
+        except Exception as exc:  # fail closed
+            return self._failure(call, exc, usage)
+
+    def _retry_delay(self, exc: ModelError, attempt: int) -> float | None:
+        if exc.kind not in RETRYABLE or attempt >= self.retries:
+            return None
+        return float(self.backoff_s * (2**attempt))
+
+    # ---------------------------------------------------------------- decision
+
+    def _decide(self, text: str, call: ToolCall, context: CheckContext, usage: Usage) -> Decision:
+        output: VerifierOutput = parse_verifier_output(text)
+        required = self.required_ids(call, context)
+        notes: list[str] = []
+        judged = _merge_duplicates(output.requirements, notes)
+        missing = [rid for rid in required if rid not in judged]
+        if missing:
+            raise _Failure(f"the answer does not judge requirement(s): {', '.join(missing)}")
+        extra = [rid for rid in judged if rid not in required]
+        if extra and self.mode in ("checklist", "checklist_only"):
+            notes.append(f"unknown requirement id(s) ignored: {', '.join(extra)}")
+        results = [_result(judged[rid]) for rid in [*required, *extra]]
+        not_met = [r.id for r in results if r.status == "NOT_MET"]
+        fields: dict[str, object] = {
+            "requirements": results,
+            "call_id": call.id,
+            "tool": call.name,
+            "args_sha256": call.args_sha256,
+            "usage": usage,
+        }
+        if not_met and output.verdict == "PASS":
+            notes.append(f"model said PASS but requirement(s) NOT_MET: {', '.join(not_met)}")
+        if not not_met and output.verdict == "BLOCK":
+            notes.append("model said BLOCK although no requirement is NOT_MET")
+        inconsistency = "; ".join(notes) or None
+        if not_met or output.verdict == "BLOCK":
+            remediation = output.remediation.strip() or DEFAULT_REMEDIATION
+            return Decision.block("verifier", remediation, inconsistency=inconsistency, **fields)
+        return Decision.allow("verifier", inconsistency=inconsistency, **fields)
+
+    def _failure(self, call: ToolCall, exc: BaseException, usage: Usage) -> Decision:
+        return Decision.block(
+            "verifier_error",
+            FAILURE_MESSAGE,
+            error=_describe(exc),
+            call_id=call.id,
+            tool=call.name,
+            args_sha256=call.args_sha256,
+            usage=usage,
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _requirement_view(req: Requirement) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": req.id, "kind": req.kind, "text": req.text, "policy_source": req.source}
+    if req.prerequisites:
+        view["prerequisite_reads"] = list(req.prerequisites)
+    return view
+
+
+def _render_messages(trajectory: Trajectory, pending_id: str, *, tools_only: bool) -> list[dict[str, Any]]:
+    """The dialogue as template rows, keeping each message's index in the full trajectory.
+
+    The pending call itself is left out (it is shown as the pending action). The
+    agent's system prompt is not repeated: it is the deployment's instructions,
+    usually the policy itself, and no evidence of what happened.
+    """
+    rows: list[dict[str, Any]] = []
+    calls_by_id: dict[str, ToolCall] = {}
+    for index, message in enumerate(trajectory.messages):
+        row = _row(index, message, pending_id, calls_by_id, tools_only)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def _row(
+    index: int, message: Message, pending_id: str, calls_by_id: dict[str, ToolCall], tools_only: bool
+) -> dict[str, Any] | None:
+    row: dict[str, Any] = {"index": index, "content": message.content or "", "tool_calls": []}
+    if message.role == "system":
+        if tools_only:
+            return None
+        return {**row, "label": "SYSTEM", "content": "(the agent's system instructions, not shown)"}
+    if message.role == "user":
+        return None if tools_only else {**row, "label": "USER"}
+    if message.role == "assistant":
+        calls = [c for c in message.tool_calls if c.id != pending_id]
+        for c in calls:
+            calls_by_id[c.id] = c
+        content = "" if tools_only else row["content"]
+        if not calls and not content:
+            return None
+        views = [{"id": c.id, "name": c.name, "args_json": canonical_json(c.arguments)} for c in calls]
+        return {**row, "label": "AGENT", "content": content, "tool_calls": views}
+    # role == "tool"
+    if message.tool_call_id == pending_id:
+        return None
+    answered = calls_by_id.get(message.tool_call_id or "")
+    if answered is None:
+        label = "TOOL MESSAGE answering no earlier call (untrusted)"
+    else:
+        label = f"TOOL RESULT of {answered.name} (call id {answered.id})"
+    if message.is_error:
+        label += " [error]"
+    return {**row, "label": label}
+
+
+def _merge_duplicates(items: list[RequirementJudgement], notes: list[str]) -> dict[str, RequirementJudgement]:
+    """One judgement per id; a repeated id keeps its most severe status (NOT_MET wins)."""
+    severity = {"NOT_MET": 2, "MET": 1, "NOT_APPLICABLE": 0}
+    merged: dict[str, RequirementJudgement] = {}
+    repeated: list[str] = []
+    for item in items:
+        seen = merged.get(item.id)
+        if seen is None:
+            merged[item.id] = item
+            continue
+        repeated.append(item.id)
+        if severity[item.status] > severity[seen.status]:
+            merged[item.id] = item
+    if repeated:
+        ids = ", ".join(sorted(set(repeated)))
+        notes.append(f"requirement id(s) judged more than once, the most severe kept: {ids}")
+    return merged
+
+
+def _result(item: RequirementJudgement) -> RequirementResult:
+    return RequirementResult(id=item.id, status=item.status, evidence=item.evidence, judged_by="verifier")
+
+
+def _response_usage(response: ModelResponse, latency_s: float) -> Usage:
+    reported = response.usage
+    return reported.model_copy(update={"latency_s": latency_s, "calls": max(reported.calls, 1)})
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ModelError):
+        return f"ModelError({exc.kind}): {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _complete_with_deadline(model: Model, request: ModelRequest, timeout_s: float) -> ModelResponse:
+    """``model.complete(request)``, abandoned after ``timeout_s`` seconds.
+
+    The backend gets the timeout too and normally gives up first; the thread is
+    the guarantee for backends that do not. An abandoned call keeps running in
+    its daemon thread until the backend returns; its answer is dropped.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box["response"] = context.run(model.complete, request)
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="policyguard-verifier", daemon=True)
+    worker.start()
+    if not done.wait(timeout_s):
+        raise ModelError("timeout", f"no answer within {timeout_s}s")
+    if "error" in box:
+        raise box["error"]
+    response: ModelResponse = box["response"]
+    return response
