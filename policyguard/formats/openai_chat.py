@@ -66,7 +66,7 @@ def read_message(item: Any, index: int) -> Message:
     """One chat message as a :class:`Message`; ``index`` is only used in errors."""
     where = f"message {index}"
     item = as_dict(plain(item), where)
-    role = _ROLES.get(item.get("role"))  # type: ignore[arg-type]
+    role = _ROLES.get(item.get("role"))
     if role is None:
         raise FormatError(f"{where}: unknown role {item.get('role')!r} for openai_chat")
     if item.get("function_call") is not None:
