@@ -105,8 +105,9 @@ class GuardedExecutor:
             return _refuse(exc.reason, str(exc))
         except LedgerUnavailable as exc:
             return _refuse("inconclusive", str(exc))
+        sha = call.args_sha256
         if money is None:
-            return self._run(tool, call, None)
+            return self._run(tool, call, sha, None)
         assert self.ledger is not None
         try:
             claim = self.ledger.begin_effect(
@@ -115,7 +116,7 @@ class GuardedExecutor:
                 transaction_id=money.transaction_id,
                 amount=money.amount,
                 currency=money.currency,
-                args_sha256=call.args_sha256,
+                args_sha256=sha,
                 enforce_captured=True,
             )
         except LedgerUnavailable as exc:
@@ -125,7 +126,7 @@ class GuardedExecutor:
         record = claim.record
         assert record is not None
         if not claim.created:
-            if record.tool != call.name or record.args_sha256 != call.args_sha256:
+            if record.tool != call.name or record.args_sha256 != sha:
                 return _refuse("idempotency_conflict", "the idempotency key was used for a different call")
             if record.status == "pending":
                 return _refuse(PENDING_REASON)
@@ -133,7 +134,7 @@ class GuardedExecutor:
             return ExecutionResult(
                 executed=False, result=result, reason="replayed_from_ledger", replayed_from_ledger=True
             )
-        return self._run(tool, call, money)
+        return self._run(tool, call, sha, money)
 
     def _effect(self, tool: str) -> EffectSpec | None:
         if self.checklist is None:
@@ -141,8 +142,7 @@ class GuardedExecutor:
         spec = self.checklist.tool_spec(tool)
         return spec.effect if spec is not None and spec.effect is not None else None
 
-    def _run(self, tool: Callable[..., Any], call: ToolCall, money: _Money | None) -> ExecutionResult:
-        sha = call.args_sha256
+    def _run(self, tool: Callable[..., Any], call: ToolCall, sha: str, money: _Money | None) -> ExecutionResult:
         if self.trace is not None:
             self.trace.emit("execute", call_id=call.id, tool=call.name, args_sha256=sha)
         try:
