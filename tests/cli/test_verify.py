@@ -1,0 +1,182 @@
+"""`policyguard verify`: exit 0 PASS, 1 BLOCK, 2 bad input; the Decision is printed as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policyguard.canonical import policy_version
+from policyguard.cli import main
+
+POLICY = (
+    "Refund only orders that belong to the authenticated user.\n"
+    "A refund may never exceed what was captured.\n"
+    "Obtain explicit confirmation (yes) before any refund.\n"
+)
+
+CHECKLIST = """\
+policy: {{name: refunds, version: "{version}"}}
+principal: {{tool: get_user_details, field: user_id}}
+facts:
+  order: {{tool: get_order, match: {{order_id: args.order_id}}}}
+tools:
+  get_user_details: {{mutating: false}}
+  get_order: {{mutating: false}}
+  issue_refund:
+    requirements:
+      - id: refund.within_captured
+        text: The refund must not exceed the amount captured for the order.
+        kind: data
+        source: A refund may never exceed what was captured.
+        prerequisites: [get_order]
+        check: args.amount <= facts.order.captured
+      - id: refund.owner
+        text: Only the order's owner may receive a refund.
+        kind: data
+        source: Refund only orders that belong to the authenticated user.
+        check: facts.order.user_id == principal
+      - id: refund.confirmed
+        text: The user explicitly confirmed the refund.
+        kind: procedural
+        source: Obtain explicit confirmation (yes) before any refund.
+"""
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+DIALOGUE: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a support agent."},
+    {"role": "user", "content": "I am u1. Please refund 50 on order O1."},
+    {"role": "assistant", "content": None, "tool_calls": [_call("r1", "get_user_details", {"user_id": "u1"})]},
+    {"role": "tool", "tool_call_id": "r1", "content": json.dumps({"user_id": "u1", "name": "Ada"})},
+    {"role": "assistant", "content": None, "tool_calls": [_call("r2", "get_order", {"order_id": "O1"})]},
+    {"role": "tool", "tool_call_id": "r2", "content": json.dumps({"order_id": "O1", "user_id": "u1", "captured": 80})},
+    {"role": "assistant", "content": "Refund 50 USD on O1 to your card. Confirm?"},
+    {"role": "user", "content": "yes"},
+]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    policy = tmp_path / "policy.md"
+    policy.write_text(POLICY)
+    checklist = tmp_path / "checklist.yaml"
+    checklist.write_text(CHECKLIST.format(version=policy_version(POLICY)))
+    trajectory = tmp_path / "trajectory.json"
+    trajectory.write_text(json.dumps(DIALOGUE))
+    return {"policy": policy, "checklist": checklist, "trajectory": trajectory, "dir": tmp_path}
+
+
+def run(files: dict[str, Path], call: dict[str, Any], *extra: str) -> tuple[int, dict[str, Any]]:
+    call_path = files["dir"] / "call.json"
+    call_path.write_text(json.dumps(call))
+    argv = ["verify", "--policy", str(files["policy"]), "--checklist", str(files["checklist"])]
+    argv += ["--trajectory", str(files["trajectory"]), "--call", str(call_path), *extra]
+    return main(argv), {}
+
+
+def verify(files: dict[str, Path], capsys: pytest.CaptureFixture[str], call: dict[str, Any], *extra: str):  # type: ignore[no-untyped-def]
+    code, _ = run(files, call, *extra)
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if out.strip() else None)
+
+
+def scripted(files: dict[str, Path], steps: list[Any]) -> str:
+    path = files["dir"] / "model.json"
+    path.write_text(json.dumps(steps))
+    return f"scripted:{path}"
+
+
+def verdict(statuses: dict[str, str], verdict: str, remediation: str = "") -> dict[str, Any]:
+    items = [{"id": i, "status": s, "evidence": "message 7"} for i, s in statuses.items()]
+    return {"response": {"requirements": items, "verdict": verdict, "remediation": remediation}}
+
+
+REFUND_50 = _call("c1", "issue_refund", {"order_id": "O1", "amount": 50})
+REFUND_90 = _call("c1", "issue_refund", {"order_id": "O1", "amount": 90})
+ALL_MET = {"refund.within_captured": "MET", "refund.owner": "MET", "refund.confirmed": "MET"}
+
+
+def test_gate_only_passes_a_compliant_call_and_lists_what_it_could_not_judge(files, capsys):  # type: ignore[no-untyped-def]
+    code, decision = verify(files, capsys, REFUND_50, "--model", "none")
+    assert code == 0
+    assert decision["verdict"] == "PASS"
+    assert decision["unverified"] == ["refund.confirmed"]
+
+
+def test_gate_only_blocks_a_call_whose_check_fails(files, capsys):  # type: ignore[no-untyped-def]
+    code, decision = verify(files, capsys, REFUND_90, "--model", "none")
+    assert code == 1
+    assert decision["stage"] == "gate"
+    failed = [r["id"] for r in decision["requirements"] if r["status"] == "NOT_MET"]
+    assert failed == ["refund.within_captured"]
+
+
+def test_scripted_verifier_pass(files, capsys):  # type: ignore[no-untyped-def]
+    model = scripted(files, [verdict(ALL_MET, "PASS")])
+    code, decision = verify(files, capsys, REFUND_50, "--model", model)
+    assert code == 0 and decision["stage"] == "verifier"
+
+
+def test_scripted_verifier_not_met_blocks_even_when_it_says_pass(files, capsys):  # type: ignore[no-untyped-def]
+    model = scripted(files, [verdict({**ALL_MET, "refund.confirmed": "NOT_MET"}, "PASS", "Ask the user to confirm.")])
+    code, decision = verify(files, capsys, REFUND_50, "--model", model)
+    assert code == 1 and decision["verdict"] == "BLOCK"
+    assert decision["inconsistency"]
+
+
+def test_verifier_timeouts_block(files, capsys):  # type: ignore[no-untyped-def]
+    model = scripted(files, [{"error": "timeout"}] * 3)
+    code, decision = verify(files, capsys, REFUND_50, "--model", model)
+    assert code == 1 and decision["stage"] == "verifier_error"
+
+
+def test_gate_block_never_reaches_the_model(files, capsys):  # type: ignore[no-untyped-def]
+    model = scripted(files, [])  # any model call would be unexpected and block with verifier_error
+    code, decision = verify(files, capsys, REFUND_90, "--model", model)
+    assert code == 1 and decision["stage"] == "gate"
+
+
+def test_anthropic_trajectory_is_detected(files, capsys):  # type: ignore[no-untyped-def]
+    anthropic = {
+        "system": "You are a support agent.",
+        "messages": [
+            {"role": "user", "content": "I am u1. Refund 50 on O1."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "r1", "name": "get_user_details", "input": {"user_id": "u1"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "r1", "content": json.dumps({"user_id": "u1"})}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "r2", "name": "get_order", "input": {"order_id": "O1"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "r2", "content": json.dumps({"order_id": "O1", "user_id": "u1", "captured": 80})}]},
+        ],
+    }  # fmt: skip
+    files["trajectory"].write_text(json.dumps(anthropic))
+    call = {"type": "tool_use", "id": "c1", "name": "issue_refund", "input": {"order_id": "O1", "amount": 90}}
+    code, decision = verify(files, capsys, call, "--model", "none")
+    assert code == 1 and decision["tool"] == "issue_refund"
+
+
+def test_bad_inputs_exit_2_and_name_the_file(files, capsys):  # type: ignore[no-untyped-def]
+    files["trajectory"].write_text("{not json")
+    code, _ = run(files, REFUND_50, "--model", "none")
+    assert code == 2
+    assert "trajectory.json" in capsys.readouterr().err
+
+
+def test_checklist_error_names_file_and_line(files, capsys):  # type: ignore[no-untyped-def]
+    text = files["checklist"].read_text().replace("kind: procedural", "kind: vibes")
+    files["checklist"].write_text(text)
+    code, _ = run(files, REFUND_50, "--model", "none")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "checklist.yaml:23" in err and "kind" in err
+
+
+def test_policy_text_that_does_not_match_the_checklist_is_bad_input(files, capsys):  # type: ignore[no-untyped-def]
+    files["policy"].write_text(POLICY + "Also, refunds are free for all.\n")
+    code, _ = run(files, REFUND_50, "--model", "none")
+    assert code == 2
+    assert "policy version mismatch" in capsys.readouterr().err
