@@ -294,3 +294,41 @@ def test_a_fact_declared_twice_differently_is_reported(desk: Any, generate: Call
     run = generate(desk.model())
     assert run.code == 1
     assert "declares fact 'order'" in run.err and "kept the first" in run.err
+
+
+def test_a_tool_the_reviewer_leaves_out_keeps_its_draft_requirements(
+    tmp_path: Path, desk: Any, generate: Callable[..., Any]
+) -> None:
+    base = desk.review
+
+    def review(request: ModelRequest) -> dict[str, Any]:
+        answer = base(request)
+        del answer["tools"]["send_email"]
+        return answer
+
+    desk.review = review
+    run = generate(desk.model())
+    assert run.code == 0, run.err
+    assert "the reviewer returned nothing for 'send_email'; its draft requirements are kept" in run.err
+    assert [r.id for r in load_checklist(tmp_path / "refunds.yaml").tools["send_email"].requirements] == [
+        "send_email.own_order"
+    ]
+
+
+def test_requirements_the_reviewer_puts_on_a_read_only_tool_are_reported(
+    tmp_path: Path, desk: Any, generate: Callable[..., Any]
+) -> None:
+    base = desk.review
+
+    def review(request: ModelRequest) -> dict[str, Any]:
+        answer = base(request)
+        answer["tools"]["get_order"] = [
+            desk.requirement("get_order.x", "A refund may only be issued for an order that has been delivered.")
+        ]
+        return answer
+
+    desk.review = review
+    run = generate(desk.model())
+    assert run.code == 1
+    assert "requirements for read-only tool 'get_order'; they are never checked" in run.err
+    assert load_checklist(tmp_path / "refunds.yaml").tools["get_order"].requirements[0].id == "get_order.x"
