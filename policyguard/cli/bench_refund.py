@@ -1,0 +1,62 @@
+"""``policyguard bench refund`` and ``policyguard bench inspect``: the refund-agent eval."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _default_eval() -> Path:
+    import policyguard
+
+    return Path(policyguard.__file__).resolve().parent.parent / "benchmarks" / "refund" / "eval.yaml"
+
+
+def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = bench_subparsers.add_parser(
+        "refund",
+        help="run the refund-agent eval against the buggy or the fixed target",
+        description=(
+            "Runs every sample of the refund eval, scores decision, tool arguments and the final ledger, "
+            "and applies the release gate. Exit 0 passed, 1 failed (e.g. any unauthorized refund), "
+            "2 bad input, 3 inconclusive (the ledger could not be read)."
+        ),
+    )
+    run.add_argument("--target", required=True, choices=["buggy", "fixed"])
+    run.add_argument("--output", required=True, help="output directory (per-trial JSON, summary.json, trace.jsonl)")
+    run.add_argument("--eval", default=None, help="eval spec (default: benchmarks/refund/eval.yaml)")
+    run.add_argument(
+        "--ledger",
+        choices=["available", "unavailable"],
+        default="available",
+        help="'unavailable' makes the final-state verifier's ledger connection fail (result: inconclusive)",
+    )
+    run.add_argument("--repetitions", type=int, default=None, help="override the spec's repetitions")
+    run.add_argument("--json", action="store_true", help="print summary.json instead of the table")
+    run.set_defaults(func=_run)
+
+    inspect = bench_subparsers.add_parser("inspect", help="print the summary table of a refund run directory")
+    inspect.add_argument("output", help="a directory written by 'policyguard bench refund'")
+    inspect.set_defaults(func=_inspect)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..refund import format_summary, load_eval, run_eval
+    from ..refund.run import summary_json
+
+    path = Path(args.eval) if args.eval else _default_eval()
+    if not path.is_file():
+        raise ConfigError(f"{path}: eval spec not found (pass --eval)")
+    if args.repetitions is not None and args.repetitions < 1:
+        raise ConfigError("--repetitions must be at least 1")
+    summary = run_eval(load_eval(path), args.target, args.output, ledger=args.ledger, repetitions=args.repetitions)
+    print(summary_json(summary) if args.json else format_summary(summary))
+    return summary.exit_code
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from ..refund import format_summary, load_summary
+
+    print(format_summary(load_summary(args.output)))
+    return 0
