@@ -148,6 +148,10 @@ CREATE TABLE IF NOT EXISTS captures (
     transaction_id TEXT PRIMARY KEY,
     amount REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS claimed (
+    transaction_id TEXT PRIMARY KEY,
+    amount REAL NOT NULL
+);
 """
 
 _EFFECT_NAMES = (
@@ -187,7 +191,8 @@ class SQLiteStore:
     effects ... ON CONFLICT (idempotency_key) DO NOTHING RETURNING ...``
     followed by a ``SELECT`` of the existing row; with ``enforce_captured``, the
     transaction first takes ``SELECT ... FROM captures WHERE transaction_id = $1
-    FOR UPDATE`` so concurrent claims against one transaction serialise. That
+    FOR UPDATE`` so concurrent claims against one transaction serialise, and
+    bumps the running ``claimed`` sum in the same transaction. That
     backend is not implemented here.
     """
 
@@ -323,7 +328,10 @@ class SQLiteStore:
         With ``enforce_captured`` the claim is refused (``refusal`` set, nothing
         written) unless a captured amount is known for the transaction and
         committed plus pending amounts plus ``amount`` stay within it. Pending
-        claims count because their effect may already have happened.
+        claims count because their effect may already have happened. The
+        running sum lives in table ``claimed`` (updated in the same
+        transaction), so the check costs O(1) however many refunds a
+        transaction has had.
         """
         with self._tx(immediate=True) as conn:
             existing = conn.execute(
@@ -332,12 +340,14 @@ class SQLiteStore:
             if existing is not None:
                 return EffectClaim(created=False, record=_record(existing))
             if enforce_captured:
-                row = conn.execute("SELECT amount FROM captures WHERE transaction_id = ?", (transaction_id,)).fetchone()
+                row = conn.execute(
+                    "SELECT c.amount, COALESCE(k.amount, 0) FROM captures c "
+                    "LEFT JOIN claimed k ON k.transaction_id = c.transaction_id WHERE c.transaction_id = ?",
+                    (transaction_id,),
+                ).fetchone()
                 if row is None:
                     return EffectClaim(created=False, record=None, refusal="captured amount unknown")
-                (spent,) = conn.execute(
-                    "SELECT COALESCE(SUM(amount), 0) FROM effects WHERE transaction_id = ?", (transaction_id,)
-                ).fetchone()
+                spent = row[1]
                 if spent + amount > row[0] + 1e-9:
                     return EffectClaim(
                         created=False,
@@ -348,6 +358,11 @@ class SQLiteStore:
             conn.execute(
                 f"INSERT INTO effects ({_EFFECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'pending', NULL, ?, NULL)",
                 (idempotency_key, tool, transaction_id, amount, currency, args_sha256, now),
+            )
+            conn.execute(
+                "INSERT INTO claimed (transaction_id, amount) VALUES (?, ?) "
+                "ON CONFLICT (transaction_id) DO UPDATE SET amount = amount + excluded.amount",
+                (transaction_id, amount),
             )
             record = EffectRecord(
                 idempotency_key=idempotency_key,
@@ -375,10 +390,14 @@ class SQLiteStore:
     def release_pending(self, idempotency_key: str) -> bool:
         """Drop a pending claim after an operator confirmed downstream that no effect happened."""
         with self._tx(immediate=True) as conn:
-            cursor = conn.execute(
-                "DELETE FROM effects WHERE idempotency_key = ? AND status = 'pending'", (idempotency_key,)
-            )
-            return cursor.rowcount == 1
+            row = conn.execute(
+                "DELETE FROM effects WHERE idempotency_key = ? AND status = 'pending' RETURNING transaction_id, amount",
+                (idempotency_key,),
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute("UPDATE claimed SET amount = amount - ? WHERE transaction_id = ?", (row[1], row[0]))
+            return True
 
     def lookup(self, idempotency_key: str) -> EffectRecord | None:
         with self._tx(immediate=False) as conn:

@@ -169,3 +169,11 @@ def test_sixteen_threads_one_key_one_claim(store: SQLiteStore) -> None:
     for t in threads:
         t.join()
     assert created.count(True) == 1 and len(store.entries()) == 1
+
+
+def test_a_released_claim_frees_its_amount_under_the_captured_cap(store: SQLiteStore) -> None:
+    store.set_captured("T1", 30)
+    assert _claim(store, "k1", 20, enforce_captured=True).created  # type: ignore[attr-defined]
+    assert _claim(store, "k2", 30, enforce_captured=True).refusal is not None  # type: ignore[attr-defined]
+    assert store.release_pending("k1")
+    assert _claim(store, "k2", 30, enforce_captured=True).created  # type: ignore[attr-defined]
