@@ -6,6 +6,11 @@ drives two executors: an *ungated* one that executes whatever it is handed (a
 typical queue consumer) and a *verdict-gated* state machine that refuses by
 default. Every run writes INV-1 events to a :class:`~policyguard.trace.Trace`.
 
+A third executor, ``grants``, is the production path: each allow carries a
+signed call-bound grant (:mod:`policyguard.grants`) and the executor verifies
+it against a :class:`~policyguard.store.SQLiteStore` of spent nonces and
+recorded denials.
+
 The harness counts violations twice, independently: from its own ground truth
 (it knows which fault it injected into which dispatch) and by replaying the
 emitted trace through :func:`policyguard.inv1.audit`. The two must agree; the
@@ -15,7 +20,8 @@ gated executor must have zero in every scenario.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -23,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .canonical import args_sha256, sha256_hex
 from .inv1 import VIOLATION_KINDS, ViolationKind, audit_records
+from .messages import ToolCall
 from .trace import Trace
 
 SCENARIOS = (
@@ -43,7 +50,8 @@ Scenario = Literal[
     "expiry",
     "nonce_replay",
 ]
-ExecutorKind = Literal["gated", "ungated"]
+ExecutorKind = Literal["gated", "grants", "ungated"]
+EXECUTORS: tuple[ExecutorKind, ...] = ("gated", "grants", "ungated")
 
 EPOCH = 1_800_000_000.0  # simulated wall clock start: traces are reproducible
 TTL_S = 30.0
@@ -54,15 +62,20 @@ DENY_TOOLS = frozenset({"read_file", "delete_record"})
 
 @dataclass(frozen=True)
 class Verdict:
-    """A policy verdict for one (call_id, tool, args hash); ``nonce`` identifies it."""
+    """A policy verdict for one call; ``nonce`` identifies it, ``grant`` is its signed form."""
 
     kind: Literal["allow", "deny"]
     call_id: str
     tool: str
-    args_sha256: str
+    arguments: dict[str, Any]
     policy_version: str
     expires_at: float
     nonce: str
+    grant: str | None = None
+
+    @property
+    def args_sha256(self) -> str:
+        return args_sha256(self.arguments)
 
 
 class Executor(Protocol):
@@ -72,7 +85,7 @@ class Executor(Protocol):
 
     def revoke(self, policy_version: str) -> None: ...
 
-    def try_execute(self, call_id: str, tool: str, args_hash: str, now: float) -> bool: ...
+    def try_execute(self, call_id: str, tool: str, arguments: dict[str, Any], now: float) -> bool: ...
 
 
 class UngatedExecutor:
@@ -84,7 +97,7 @@ class UngatedExecutor:
     def revoke(self, policy_version: str) -> None:
         return None
 
-    def try_execute(self, call_id: str, tool: str, args_hash: str, now: float) -> bool:
+    def try_execute(self, call_id: str, tool: str, arguments: dict[str, Any], now: float) -> bool:
         return True
 
 
@@ -112,17 +125,60 @@ class GatedExecutor:
     def revoke(self, policy_version: str) -> None:
         self._version = policy_version
 
-    def try_execute(self, call_id: str, tool: str, args_hash: str, now: float) -> bool:
+    def try_execute(self, call_id: str, tool: str, arguments: dict[str, Any], now: float) -> bool:
         allow = self._allows.get(call_id)
         if call_id in self._denied or allow is None:
             return False
-        if allow.tool != tool or allow.args_sha256 != args_hash:
+        if allow.tool != tool or allow.args_sha256 != args_sha256(arguments):
             return False
         if self._version is not None and allow.policy_version != self._version:
             return False
         if now > allow.expires_at or allow.nonce in self._used_nonces:
             return False
         self._used_nonces.add(allow.nonce)
+        return True
+
+
+class GrantExecutor:
+    """The production path: a signed grant per allow, checked by GrantVerifier over SQLiteStore.
+
+    Deny verdicts are recorded in the store (deny wins), the grant's nonce is
+    spent on first use, and the verifier compares the grant's policy version
+    with the current one and its expiry with the simulated clock.
+    """
+
+    def __init__(self, public_key_pem: bytes, policy_version: str, clock: Callable[[], float]) -> None:
+        from .grants import GrantVerifier
+        from .store import SQLiteStore
+
+        self.store = SQLiteStore(":memory:", synchronous="NORMAL", clock=clock)
+        self._version = policy_version
+        self._grants: dict[str, str] = {}
+        self.verifier = GrantVerifier(
+            public_key_pem, nonces=self.store, current_policy_version=lambda: self._version, clock=clock
+        )
+
+    def record_verdict(self, verdict: Verdict) -> None:
+        if verdict.kind == "deny":
+            self.store.deny(verdict.call_id)
+        elif verdict.grant is not None:
+            self._grants[verdict.call_id] = verdict.grant
+
+    def revoke(self, policy_version: str) -> None:
+        self._version = policy_version
+
+    def try_execute(self, call_id: str, tool: str, arguments: dict[str, Any], now: float) -> bool:
+        from .grants import GrantError
+
+        token = self._grants.get(call_id)
+        if token is None:
+            return False
+        try:
+            self.verifier.verify(
+                token, ToolCall(id=call_id, name=tool, arguments=arguments), principal=None, resource=None
+            )
+        except GrantError:
+            return False
         return True
 
 
@@ -160,13 +216,28 @@ class _CallState:
     executed: bool = False
 
 
+class _Minter:
+    """The policy side's signing key: turns an allow into a call-bound grant."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        from .grants import GrantIssuer, generate_keypair
+
+        private_pem, self.public_pem = generate_keypair()
+        self.issuer = GrantIssuer(private_pem, ttl_s=int(TTL_S), clock=clock)
+
+    def sign(self, verdict: Verdict) -> str:
+        call = ToolCall(id=verdict.call_id, name=verdict.tool, arguments=verdict.arguments)
+        return self.issuer.issue(call, principal=None, resource=None, policy_version=verdict.policy_version)
+
+
 @dataclass
 class _World:
     """One simulated run. Ground truth lives in ``expected``, the evidence in ``trace``."""
 
-    executor: Executor
     trace: Trace
     rng: random.Random
+    executor: Executor = field(default_factory=UngatedExecutor)
+    minter: _Minter | None = None
     now: float = EPOCH
     policy_version: str = field(default_factory=lambda: "sha256:" + sha256_hex("policy v1"))
     versions: int = 1
@@ -174,41 +245,40 @@ class _World:
     committed_keys: set[str] = field(default_factory=set)
     expected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VIOLATION_KINDS, 0))
 
+    def clock(self) -> float:
+        return self.now
+
     def tick(self, seconds: float = 1.0) -> None:
         self.now += seconds
 
     def emit(self, event: str, **fields: Any) -> None:
         self.trace.emit(event, ts=self.now, **fields)
 
-    def verdict_for(self, call_id: str, tool: str, args_hash: str) -> Verdict:
-        kind: Literal["allow", "deny"] = "deny" if tool in DENY_TOOLS else "allow"
-        nonce = sha256_hex(f"{call_id}:{args_hash}:{self.policy_version}")[:16]
-        return Verdict(kind, call_id, tool, args_hash, self.policy_version, self.now + TTL_S, nonce)
+    def make_verdict(self, kind: Literal["allow", "deny"], call_id: str, tool: str, args: dict[str, Any]) -> Verdict:
+        """A verdict as the policy issues it (an allow is signed once, when grants are in use)."""
+        nonce = sha256_hex(f"{call_id}:{args_sha256(args)}:{self.policy_version}:{kind}")[:16]
+        verdict = Verdict(kind, call_id, tool, dict(args), self.policy_version, self.now + TTL_S, nonce)
+        if kind == "allow" and self.minter is not None:
+            verdict = replace(verdict, grant=self.minter.sign(verdict))
+        return verdict
 
     def deliver(self, verdict: Verdict) -> None:
         state = self.states[verdict.call_id]
+        ids = {"call_id": verdict.call_id, "tool": verdict.tool, "args_sha256": verdict.args_sha256}
         if verdict.kind == "allow":
             state.allow_delivered = True
             state.allow_version = verdict.policy_version
             state.allow_expires = verdict.expires_at
             self.emit(
                 "allow",
-                call_id=verdict.call_id,
-                tool=verdict.tool,
-                args_sha256=verdict.args_sha256,
+                **ids,
                 policy_version=verdict.policy_version,
                 expires_at=verdict.expires_at,
                 nonce=verdict.nonce,
             )
         else:
             state.deny_delivered = True
-            self.emit(
-                "deny",
-                call_id=verdict.call_id,
-                tool=verdict.tool,
-                args_sha256=verdict.args_sha256,
-                policy_version=verdict.policy_version,
-            )
+            self.emit("deny", **ids, policy_version=verdict.policy_version)
         self.executor.record_verdict(verdict)
         self.tick()
 
@@ -219,16 +289,17 @@ class _World:
         self.executor.revoke(self.policy_version)
         self.tick()
 
-    def dispatch(self, call_id: str, tool: str, args_hash: str, *, injected: ViolationKind | None = None) -> bool:
+    def dispatch(self, call_id: str, tool: str, args: dict[str, Any], *, injected: ViolationKind | None = None) -> bool:
         """Hand the call to the executor; on success log execute + effect and score it.
 
         ``injected`` is what the harness knows it did to this dispatch (the
         ground truth); a deny already delivered overrides it (deny wins).
         """
         state = self.states[call_id]
-        if not self.executor.try_execute(call_id, tool, args_hash, self.now):
+        if not self.executor.try_execute(call_id, tool, args, self.now):
             self.tick()
             return False
+        args_hash = args_sha256(args)
         self.emit("execute", call_id=call_id, tool=tool, args_sha256=args_hash)
         expected: ViolationKind | None = injected
         if state.deny_delivered:
@@ -247,8 +318,16 @@ class _World:
         return True
 
 
-def _make_executor(kind: ExecutorKind) -> Executor:
-    return GatedExecutor() if kind == "gated" else UngatedExecutor()
+def _make_world(kind: ExecutorKind, trace: Trace, rng: random.Random) -> _World:
+    world = _World(trace=trace, rng=rng)
+    if kind == "gated":
+        world.executor = GatedExecutor()
+    elif kind == "grants":
+        world.minter = _Minter(world.clock)
+        world.executor = GrantExecutor(world.minter.public_pem, world.policy_version, world.clock)
+    elif kind != "ungated":
+        raise ValueError(f"unknown executor {kind!r}")
+    return world
 
 
 def run_scenario(
@@ -267,7 +346,7 @@ def run_scenario(
         path.unlink()
     rng = random.Random(f"{seed}:{scenario}")
     with Trace(path, keep=True) as trace:
-        world = _World(executor=_make_executor(executor), trace=trace, rng=rng)
+        world = _make_world(executor, trace, rng)
         faults = sum(_one_call(world, scenario, index) for index in range(calls))
     report = audit_records(trace.events)
     return ScenarioResult(
@@ -291,57 +370,59 @@ def _one_call(world: _World, scenario: Scenario, index: int) -> bool:
     call_id = f"c{index}"
     tool = rng.choice(TOOLS)
     args = {"path": f"/srv/data/{index}.csv", "n": rng.randrange(1000)}
-    args_hash = args_sha256(args)
-    verdict = world.verdict_for(call_id, tool, args_hash)
-    world.states[call_id] = _CallState(tool=tool, args_hash=args_hash, verdict_kind=verdict.kind)
-    world.emit("submit", call_id=call_id, tool=tool, args_sha256=args_hash)
+    kind: Literal["allow", "deny"] = "deny" if tool in DENY_TOOLS else "allow"
+    verdict = world.make_verdict(kind, call_id, tool, args)
+    world.states[call_id] = _CallState(tool=tool, args_hash=args_sha256(args), verdict_kind=kind)
+    world.emit("submit", call_id=call_id, tool=tool, args_sha256=args_sha256(args))
     world.tick()
     fault = scenario != "no_faults" and rng.random() < FAULT_RATE
     if not fault:
         world.deliver(verdict)
-        world.dispatch(call_id, tool, args_hash)
+        world.dispatch(call_id, tool, args)
         return False
     if scenario == "verdict_reorder":
-        ran = world.dispatch(call_id, tool, args_hash, injected="no_allow")
+        ran = world.dispatch(call_id, tool, args, injected="no_allow")
         world.deliver(verdict)
         if not ran:
-            world.dispatch(call_id, tool, args_hash)
+            world.dispatch(call_id, tool, args)
     elif scenario == "duplicate_verdict":
         # A queue consumer dispatches once per verdict message; the second message
         # is either an identical copy or a conflicting verdict (deny wins).
         world.deliver(verdict)
-        world.dispatch(call_id, tool, args_hash)
+        world.dispatch(call_id, tool, args)
         if rng.random() < 0.5:
             world.deliver(verdict)
         else:
-            other: Literal["allow", "deny"] = "deny" if verdict.kind == "allow" else "allow"
-            world.deliver(
-                Verdict(other, call_id, tool, args_hash, verdict.policy_version, verdict.expires_at, verdict.nonce)
-            )
-        world.dispatch(call_id, tool, args_hash)
+            world.deliver(world.make_verdict("deny" if kind == "allow" else "allow", call_id, tool, args))
+        world.dispatch(call_id, tool, args)
     elif scenario == "arg_mutation_after_allow":
         world.deliver(verdict)
-        mutated = args_sha256({**args, "path": "/srv/secrets/keys.csv"})
-        world.dispatch(call_id, tool, mutated, injected="args_changed")
+        world.dispatch(call_id, tool, {**args, "path": "/srv/secrets/keys.csv"}, injected="args_changed")
     elif scenario == "revocation":
         world.deliver(verdict)
         world.revoke()
-        world.dispatch(call_id, tool, args_hash, injected="revoked")
+        world.dispatch(call_id, tool, args, injected="revoked")
     elif scenario == "expiry":
         world.deliver(verdict)
         world.tick(TTL_S + 5)
-        world.dispatch(call_id, tool, args_hash, injected="expired")
+        world.dispatch(call_id, tool, args, injected="expired")
     elif scenario == "nonce_replay":
         world.deliver(verdict)
-        world.dispatch(call_id, tool, args_hash)
-        world.dispatch(call_id, tool, args_hash)
+        world.dispatch(call_id, tool, args)
+        world.dispatch(call_id, tool, args)
     return True
 
 
-def run_matrix(*, calls: int = 200, seed: int = 7, trace_dir: str | Path | None = None) -> list[ScenarioResult]:
-    """Every executor x every scenario, gated first."""
+def run_matrix(
+    *,
+    calls: int = 200,
+    seed: int = 7,
+    trace_dir: str | Path | None = None,
+    executors: tuple[ExecutorKind, ...] = EXECUTORS,
+) -> list[ScenarioResult]:
+    """Every executor x every scenario, in the order of ``executors``."""
     return [
         run_scenario(executor, scenario, calls=calls, seed=seed, trace_dir=trace_dir)  # type: ignore[arg-type]
-        for executor in ("gated", "ungated")
+        for executor in executors
         for scenario in SCENARIOS
     ]

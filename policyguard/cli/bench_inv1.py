@@ -11,9 +11,10 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "inv1",
         help="inject dispatch faults and count INV-1 violations (gated vs ungated executor)",
         description=(
-            "Runs every scenario with a verdict-gated and an ungated executor, replays each emitted "
-            "trace through the INV-1 checker and compares with the harness's own count. Exit 1 if the "
-            "gated executor has any violation or the checker disagrees with the ground truth."
+            "Runs every scenario with three executors (gated: in-memory verdict-gated state machine; "
+            "grants: signed call-bound grants verified over a SQLite nonce/deny store; ungated), replays "
+            "each emitted trace through the INV-1 checker and compares with the harness's own count. "
+            "Exit 1 if a gated executor has any violation or the checker disagrees with the ground truth."
         ),
     )
     parser.add_argument("--calls", type=int, default=200, help="tool calls per scenario (default 200)")
@@ -30,13 +31,14 @@ def _handle(args: argparse.Namespace) -> int:
     if args.calls < 1:
         raise ConfigError("--calls must be at least 1")
     results = run_matrix(calls=args.calls, seed=args.seed, trace_dir=args.trace_dir)
-    gated_clean = all(r.violations == 0 for r in results if r.executor == "gated")
+    gated_clean = all(r.violations == 0 for r in results if r.executor != "ungated")
     agree = all(r.agrees for r in results)
     if args.json:
         payload = {
             "calls": args.calls,
             "seed": args.seed,
             "gated_violations": sum(r.violations for r in results if r.executor == "gated"),
+            "grants_violations": sum(r.violations for r in results if r.executor == "grants"),
             "ungated_violations": sum(r.violations for r in results if r.executor == "ungated"),
             "checker_agrees_with_ground_truth": agree,
             "scenarios": [r.model_dump(mode="json") for r in results],
@@ -54,7 +56,7 @@ def _handle(args: argparse.Namespace) -> int:
                 f"{r.violations:10d}{mark}" + (f"  [{kinds}]" if kinds else "")
             )
         print(
-            f"\ngated: {'0 violations in every scenario' if gated_clean else 'VIOLATIONS FOUND'}; "
+            f"\ngated and grants: {'0 violations in every scenario' if gated_clean else 'VIOLATIONS FOUND'}; "
             f"checker vs ground truth: {'agree' if agree else 'DISAGREE'}"
         )
     return 0 if gated_clean and agree else 1

@@ -4,6 +4,7 @@ and the checker finds exactly what the harness injected."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,11 @@ def matrix() -> dict[tuple[str, str], ScenarioResult]:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_gated_executor_has_zero_violations(matrix: dict[tuple[str, str], ScenarioResult], scenario: str) -> None:
-    result = matrix[("gated", scenario)]
+@pytest.mark.parametrize("executor", ["gated", "grants"])
+def test_gated_executors_have_zero_violations(
+    matrix: dict[tuple[str, str], ScenarioResult], executor: str, scenario: str
+) -> None:
+    result = matrix[(executor, scenario)]
     assert result.executes > 0
     assert result.violations == 0 and result.expected_violations == 0
 
@@ -37,7 +41,7 @@ def test_ungated_executor_violates_in_every_scenario(
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("executor", ["gated", "ungated"])
+@pytest.mark.parametrize("executor", ["gated", "grants", "ungated"])
 def test_checker_finds_exactly_the_injected_violations(
     matrix: dict[tuple[str, str], ScenarioResult], executor: str, scenario: str
 ) -> None:
@@ -78,24 +82,54 @@ def test_written_traces_audit_to_the_same_counts(tmp_path: Path) -> None:
 
 def test_gated_executor_refuses_by_default_and_deny_wins() -> None:
     gate = GatedExecutor()
-    assert not gate.try_execute("c1", "t", "h", now=0.0)
-    gate.record_verdict(Verdict("deny", "c1", "t", "h", "v1", 100.0, "n1"))
-    gate.record_verdict(Verdict("allow", "c1", "t", "h", "v1", 100.0, "n1"))
-    assert not gate.try_execute("c1", "t", "h", now=0.0)
-    gate.record_verdict(Verdict("allow", "c2", "t", "h", "v1", 100.0, "n2"))
-    assert not gate.try_execute("c2", "t", "other", now=0.0)
-    assert not gate.try_execute("c2", "t", "h", now=100.5)
-    assert gate.try_execute("c2", "t", "h", now=1.0)
-    assert not gate.try_execute("c2", "t", "h", now=2.0)  # nonce used
-    gate.record_verdict(Verdict("allow", "c3", "t", "h", "v1", 100.0, "n3"))
+    args = {"path": "/a"}
+    assert not gate.try_execute("c1", "t", args, now=0.0)
+    gate.record_verdict(Verdict("deny", "c1", "t", args, "v1", 100.0, "n1"))
+    gate.record_verdict(Verdict("allow", "c1", "t", args, "v1", 100.0, "n1"))
+    assert not gate.try_execute("c1", "t", args, now=0.0)
+    gate.record_verdict(Verdict("allow", "c2", "t", args, "v1", 100.0, "n2"))
+    assert not gate.try_execute("c2", "t", {"path": "/b"}, now=0.0)
+    assert not gate.try_execute("c2", "other_tool", args, now=0.0)
+    assert not gate.try_execute("c2", "t", args, now=100.5)
+    assert gate.try_execute("c2", "t", args, now=1.0)
+    assert not gate.try_execute("c2", "t", args, now=2.0)  # nonce used
+    gate.record_verdict(Verdict("allow", "c3", "t", args, "v1", 100.0, "n3"))
     gate.revoke("v2")
-    assert not gate.try_execute("c3", "t", "h", now=1.0)
+    assert not gate.try_execute("c3", "t", args, now=1.0)
+
+
+def test_gated_and_grant_executors_run_exactly_the_same_calls(matrix: dict[tuple[str, str], ScenarioResult]) -> None:
+    for scenario in SCENARIOS:
+        gated, grants = matrix[("gated", scenario)], matrix[("grants", scenario)]
+        assert (gated.events, gated.executes) == (grants.events, grants.executes), scenario
 
 
 def test_cli_json_and_exit_code(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["bench", "inv1", "--calls", "40", "--seed", "2", "--json", "--trace-dir", str(tmp_path)]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert payload["gated_violations"] == 0 and payload["ungated_violations"] > 0
+    assert payload["gated_violations"] == 0 and payload["grants_violations"] == 0
+    assert payload["ungated_violations"] > 0
     assert payload["checker_agrees_with_ground_truth"] is True
-    assert len(payload["scenarios"]) == 2 * len(SCENARIOS)
-    assert len(list(tmp_path.glob("*.jsonl"))) == 2 * len(SCENARIOS)
+    assert len(payload["scenarios"]) == 3 * len(SCENARIOS)
+    assert len(list(tmp_path.glob("*.jsonl"))) == 3 * len(SCENARIOS)
+
+
+def test_grant_executor_checks_a_signed_call_bound_grant() -> None:
+    from policyguard.harness import GrantExecutor, _Minter
+
+    now = [1000.0]
+    minter = _Minter(lambda: now[0])
+    gate = GrantExecutor(minter.public_pem, "v1", lambda: now[0])
+    args = {"path": "/a"}
+    allow = Verdict("allow", "c1", "t", args, "v1", 1030.0, "n1")
+    assert not gate.try_execute("c1", "t", args, now=now[0])  # no verdict yet
+    gate.record_verdict(Verdict("allow", "c1", "t", args, "v1", 1030.0, "n1"))  # an allow nobody signed
+    assert not gate.try_execute("c1", "t", args, now=now[0])
+    gate.record_verdict(replace(allow, grant=minter.sign(allow)))
+    assert not gate.try_execute("c1", "t", {"path": "/b"}, now=now[0])
+    assert gate.try_execute("c1", "t", args, now=now[0])
+    assert not gate.try_execute("c1", "t", args, now=now[0])  # nonce spent
+    other = Verdict("allow", "c2", "t", args, "v1", 1030.0, "n2")
+    gate.record_verdict(replace(other, grant=minter.sign(other)))
+    gate.record_verdict(Verdict("deny", "c2", "t", args, "v1", 1030.0, "n2"))
+    assert not gate.try_execute("c2", "t", args, now=now[0])  # deny wins
