@@ -49,6 +49,7 @@ def requirement(rid: str, source: str, check: str | None = None, **extra: Any) -
 
 
 def refund_requirements() -> dict[str, Any]:
+    """In checklist form (facts as a map, example args as objects), which the parser also accepts."""
     return {
         "requirements": [
             requirement(
@@ -79,30 +80,29 @@ def refund_requirements() -> dict[str, Any]:
 
 
 def email_requirements() -> dict[str, Any]:
-    return {
-        "requirements": [
-            requirement(
-                "send_email.own_order",
-                "You may email a customer only about their own order.",
-                "facts.order.customer_id == principal",
-                examples=[
-                    {
-                        "args": {"order_id": "O1", "body": "hi"},
-                        "facts": {"order": DELIVERED},
-                        "principal": "c1",
-                        "complies": True,
-                    },
-                    {
-                        "args": {"order_id": "O1", "body": "hi"},
-                        "facts": {"order": DELIVERED},
-                        "principal": "c2",
-                        "complies": False,
-                    },
-                ],
-            )
-        ],
-        "facts": {"order": ORDER_FACT},
+    """In the wire form a strict-schema model answers in: facts as a list, example args/facts as JSON text."""
+    email = requirement(
+        "send_email.own_order",
+        "You may email a customer only about their own order.",
+        "facts.order.customer_id == principal",
+    )
+    email["examples"] = [
+        {
+            "args_json": json.dumps({"order_id": "O1", "body": "hi"}),
+            "facts_json": json.dumps({"order": DELIVERED}),
+            "principal": principal,
+            "complies": principal == "c1",
+            "note": None,
+        }
+        for principal in ("c1", "c2")
+    ]
+    wire_fact = {
+        "name": "order",
+        "tool": "get_order",
+        "match": [{"param": "order_id", "expression": "args.order_id"}],
+        "description": "the order in the call",
     }
+    return {"requirements": [email], "facts": [wire_fact]}
 
 
 LARGE_TO_HUMAN = requirement(

@@ -290,7 +290,7 @@ def test_duplicate_requirement_ids_across_tools_are_renamed_not_dropped(
 
 
 def test_a_fact_declared_twice_differently_is_reported(desk: Any, generate: Callable[..., Any]) -> None:
-    desk.requirements["send_email"]["facts"]["order"] = {"tool": "get_order", "match": {"order_id": "args.body"}}
+    desk.requirements["send_email"]["facts"][0]["match"][0]["expression"] = "args.body"
     run = generate(desk.model())
     assert run.code == 1
     assert "declares fact 'order'" in run.err and "kept the first" in run.err
