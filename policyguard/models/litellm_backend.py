@@ -1,0 +1,153 @@
+"""LiteLLM backend: one class for every provider LiteLLM speaks to.
+
+LiteLLM is imported inside the methods (it is slow to import and sets up
+logging), always with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it reads its
+bundled price table instead of fetching one. No LiteLLM global is set.
+
+* Structured output: a ``json_schema`` ``response_format`` when
+  ``litellm.supports_response_schema`` says the model has it; otherwise the
+  schema is asked for in plain text.
+* Caching: Claude models (``anthropic/...``, ``bedrock/...claude...``) get
+  ``cache_control: {"type": "ephemeral"}`` on each cached part (at most four);
+  other providers cache long prefixes by themselves.
+* Extra keyword arguments go to ``litellm.completion`` unchanged, e.g.
+  ``mock_response="..."`` for offline tests (no network call is made).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..decision import Usage
+from ..errors import ModelError
+from .anthropic_backend import EPHEMERAL, cache_marked
+from .base import ModelRequest, ModelResponse
+from .openai_backend import error_kind_for_status, json_instruction
+from .pricing import cost_usd
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+def is_claude(model: str) -> bool:
+    """True for Claude models, whichever route LiteLLM takes to them."""
+    lowered = model.lower()
+    return lowered.startswith("anthropic/") or "claude" in lowered
+
+
+class LiteLLMModel:
+    """A :class:`policyguard.models.Model` through ``litellm.completion``."""
+
+    def __init__(self, model: str, **completion_kwargs: Any) -> None:
+        self.name = model
+        self.model = model
+        self.completion_kwargs = completion_kwargs
+
+    def supports_schema(self) -> bool:
+        """Whether LiteLLM knows the model to accept a JSON schema (False when unsure)."""
+        try:
+            return bool(_litellm().supports_response_schema(model=self.model))
+        except Exception:
+            return False
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments sent to ``litellm.completion``."""
+        claude = is_claude(self.model)
+        marked = cache_marked(request.parts) if claude else set()
+        messages: list[dict[str, Any]] = []
+        for index, part in enumerate(request.parts):
+            if index in marked:
+                block = {"type": "text", "text": part.content, "cache_control": dict(EPHEMERAL)}
+                messages.append({"role": part.role, "content": [block]})
+            else:
+                messages.append({"role": part.role, "content": part.content})
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": request.max_output_tokens,
+            "timeout": request.timeout_s,
+        }
+        if request.response_schema is not None:
+            if self.supports_schema():
+                payload["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": request.schema_name, "schema": request.response_schema, "strict": True},
+                }
+            else:
+                messages.append({"role": "user", "content": json_instruction(request.response_schema)})
+        payload.update(self.completion_kwargs)
+        return payload
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        litellm = _litellm()
+        payload = self.payload(request)
+        started = time.perf_counter()
+        try:
+            response = litellm.completion(**payload)
+        except Exception as exc:
+            raise map_litellm_error(exc) from exc
+        return self._response(response, time.perf_counter() - started)
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        litellm = _litellm()
+        payload = self.payload(request)
+        started = time.perf_counter()
+        try:
+            response = await litellm.acompletion(**payload)
+        except Exception as exc:
+            raise map_litellm_error(exc) from exc
+        return self._response(response, time.perf_counter() - started)
+
+    def _response(self, response: Any, latency_s: float) -> ModelResponse:
+        try:
+            text = response.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise ModelError("other", f"unreadable response: {exc}") from exc
+        return ModelResponse(text=text, model=self.model, usage=self._usage(response, latency_s))
+
+    def _usage(self, response: Any, latency_s: float) -> Usage:
+        usage = getattr(response, "usage", None)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        written = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
+        return Usage(
+            input_tokens=prompt,
+            cached_tokens=cached,
+            output_tokens=completion,
+            cost_usd=cost_usd(self.model, prompt, cached, completion, cache_write_tokens=written),
+            latency_s=latency_s,
+            calls=1,
+        )
+
+
+def map_litellm_error(exc: Exception) -> ModelError:
+    """Turn a LiteLLM exception (or anything else) into a :class:`ModelError`."""
+    if isinstance(exc, ModelError):
+        return exc
+    litellm = _litellm()
+    if isinstance(exc, litellm.Timeout):
+        return ModelError("timeout", str(exc))
+    if isinstance(exc, litellm.RateLimitError):
+        return ModelError("rate_limit", str(exc))
+    if isinstance(exc, litellm.APIConnectionError):
+        return ModelError("server", f"connection error: {exc}")
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.BadGatewayError)):
+        return ModelError("server", str(exc))
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        return ModelError("auth", str(exc))
+    if isinstance(exc, (litellm.BadRequestError, litellm.NotFoundError, litellm.UnprocessableEntityError)):
+        return ModelError("bad_request", str(exc))
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return ModelError(error_kind_for_status(status), str(exc))
+    if isinstance(exc, TimeoutError):
+        return ModelError("timeout", str(exc))
+    return ModelError("other", f"{type(exc).__name__}: {exc}")
