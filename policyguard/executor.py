@@ -41,7 +41,12 @@ PENDING_REASON = "effect_pending: look up by key before retrying"
 
 
 class ExecutionResult(BaseModel):
-    """What happened to one call. ``reason`` says why it was refused, or how it ran."""
+    """What happened to one call. ``reason`` says why it was refused, or how it ran.
+
+    ``executed`` is True only when the tool was invoked by *this* call. A retry
+    answered from the ledger has ``executed=False``, ``replayed_from_ledger=True``
+    and the recorded ``result``: it succeeded without a second effect.
+    """
 
     model_config = ConfigDict(extra="forbid")
 

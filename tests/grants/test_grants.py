@@ -187,3 +187,12 @@ def test_a_deny_for_another_call_does_not_block_this_one(rig: Rig) -> None:
     rig.store.deny("c9")
     call = rig.call()
     assert rig.executor.execute(call, rig.grant(call), principal="alice", resource="O1").executed
+
+
+def test_importing_grants_store_and_executor_does_not_import_jwt() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, policyguard.grants, policyguard.store, policyguard.executor; print('jwt' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
