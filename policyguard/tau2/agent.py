@@ -1,0 +1,148 @@
+"""A tau2 agent with the guard in its tool-calling loop (the paper's orchestrator patch).
+
+tau2's evaluator re-executes the whole trajectory on a fresh environment and
+raises if any tool result differs, so a blocked call must never reach the
+trajectory. The seam that respects this is the agent itself: when the guard
+blocks a call, :class:`GuardedAgent` keeps the attempt and the remediation (as
+an error tool message) in its *own* state, asks the model again, and returns to
+the orchestrator only a message whose calls were all accepted. The blocked
+attempt is recorded in :attr:`GuardedAgent.events` for the metrics.
+
+``GuardedAgent`` subclasses tau2's ``LLMAgent`` so tau2's builders accept it.
+The class is created on first use (:func:`guarded_agent_class`) because tau2 is
+an optional extra.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..decision import Decision
+from .domain import to_policyguard
+from .guarding import CallChecker
+
+NOT_EXECUTED = "Not executed: another call in the same message was blocked by the policy guard."
+GIVE_UP = "I'm sorry, I can't complete that action under our policy. Is there anything else I can help you with?"
+
+
+class CallEvent(BaseModel):
+    """One guard decision on a call the agent attempted (the verdict view)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    mutating: bool
+    outcome: str
+    stage: str
+    message: str | None = None
+    unverified: list[str] = Field(default_factory=list)
+    not_met: list[str] = Field(default_factory=list)
+    verifier_cost_usd: float | None = None
+    verifier_latency_s: float = 0.0
+    guard_latency_s: float = 0.0
+
+
+def _event(turn: int, call: Any, decision: Decision, mutating: bool, latency: float) -> CallEvent:
+    usage = decision.usage
+    return CallEvent(
+        turn=turn,
+        call_id=call.id,
+        tool=call.name,
+        arguments=dict(call.arguments),
+        mutating=mutating,
+        outcome=decision.outcome,
+        stage=decision.stage,
+        message=decision.message,
+        unverified=decision.unverified,
+        not_met=[r.id for r in decision.requirements if r.status == "NOT_MET"],
+        verifier_cost_usd=usage.cost_usd if usage is not None else None,
+        verifier_latency_s=usage.latency_s if usage is not None else 0.0,
+        guard_latency_s=round(latency, 6),
+    )
+
+
+@cache
+def guarded_agent_class() -> type:
+    """tau2 ``LLMAgent`` subclass that routes every tool call through a guard."""
+    from tau2.agent.llm_agent import LLMAgent
+    from tau2.data_model.message import AssistantMessage, MultiToolMessage, ToolMessage
+
+    class GuardedAgent(LLMAgent):  # type: ignore[misc, valid-type]
+        """See the module docstring. ``guard=None`` behaves exactly like ``LLMAgent``."""
+
+        def __init__(
+            self,
+            tools: list[Any],
+            domain_policy: str,
+            llm: str | None = None,
+            llm_args: dict[str, Any] | None = None,
+            *,
+            guard: CallChecker | None = None,
+            is_mutating: Any = None,
+            max_blocks_per_turn: int = 4,
+        ) -> None:
+            super().__init__(tools=tools, domain_policy=domain_policy, llm=llm, llm_args=llm_args)
+            self.guard = guard
+            self.is_mutating = is_mutating or (lambda name: True)
+            self.max_blocks_per_turn = max_blocks_per_turn
+            self.events: list[CallEvent] = []
+            self.turn = 0
+
+        def generate_model_message(self, messages: list[Any]) -> Any:
+            """Ask the model for the next assistant message (override in tests)."""
+            from tau2.utils.llm_utils import generate
+
+            return generate(model=self.llm, tools=self.tools, messages=messages, **self.llm_args)
+
+        def generate_next_message(self, message: Any, state: Any) -> tuple[Any, Any]:
+            if isinstance(message, MultiToolMessage):
+                state.messages.extend(message.tool_messages)
+            elif message is not None:
+                state.messages.append(message)
+            self.turn += 1
+            for _ in range(self.max_blocks_per_turn + 1):
+                assistant = self.generate_model_message(state.system_messages + state.messages)
+                blocked = self._review(assistant, state)
+                if not blocked:
+                    state.messages.append(assistant)
+                    return assistant, state
+                state.messages.append(assistant)
+                for call in assistant.tool_calls or []:
+                    text = blocked.get(call.id, NOT_EXECUTED)
+                    state.messages.append(
+                        ToolMessage(id=call.id, role="tool", content=text, requestor="assistant", error=True)
+                    )
+            give_up = AssistantMessage(role="assistant", content=GIVE_UP, cost=0.0)
+            state.messages.append(give_up)
+            return give_up, state
+
+        def _review(self, assistant: Any, state: Any) -> dict[str, str]:
+            """Check each call; the remediations of the blocked ones, by call id."""
+            if self.guard is None or not assistant.tool_calls:
+                return {}
+            history = to_policyguard(state.system_messages + state.messages)
+            blocked: dict[str, str] = {}
+            for call in assistant.tool_calls:
+                from ..messages import ToolCall
+
+                pending = ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
+                started = time.perf_counter()
+                decision = self.guard.check(pending, history)
+                latency = time.perf_counter() - started
+                self.events.append(_event(self.turn, call, decision, bool(self.is_mutating(call.name)), latency))
+                if decision.outcome != "allow":
+                    blocked[call.id] = decision.message or "This action was blocked by the policy guard."
+            return blocked
+
+        def set_seed(self, seed: int) -> None:
+            if self.llm is not None:
+                super().set_seed(seed)
+
+    return GuardedAgent

@@ -1,0 +1,393 @@
+"""The offline replay suite: gold writes must pass, injected violations must block.
+
+No model is needed. For every airline task the gold actions are replayed on a
+fresh tau2 environment (real tool results, in order). Before each gold write
+the harness behaves like a diligent agent: it authenticates the user and makes
+any read the checklist's facts need that the gold actions lack (listed per task
+in ``inserted_reads``), summarises the action and gets the user's "yes". Then
+the write goes through the guard and must pass. With ``gate_only`` the
+procedural requirements (confirmation, asking for the reason, ...) stay
+UNVERIFIED and the guard allows them: "pass" for gate_only means "the formal
+layer found nothing wrong".
+
+Then every generated violation (:mod:`.violations`) is attempted after its
+reads and a user "yes"; it must be blocked. Finally, for a sample of tasks (or
+all), tau2's own evaluator scores the gold dialogue plus an injected violation:
+blocked and removed it must keep reward 1; executed it must drop to 0.
+
+Tasks whose gold actions contradict the written policy (:data:`.labels.
+POLICY_CONTRADICTING_GOLD`) are replayed like the others but reported apart;
+the rules are not bent to pass them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..checklist import Checklist
+from ..decision import Decision
+from ..errors import ConfigError
+from . import probes
+from .domain import DomainData, communicate_info, gold_actions, task_user_id
+from .guarding import CallChecker
+from .labels import POLICY_CONTRADICTING_GOLD
+from .transcript import Transcript, as_call, ensure_reads
+from .violations import CLASSES, NOT_EXPRESSIBLE, ViolationCase, generate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tau2.data_model.tasks import Task
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GoldCall(_Model):
+    task_id: str
+    tool: str
+    arguments: dict[str, Any]
+    outcome: str
+    stage: str
+    passed: bool
+    message: str | None = None
+    unverified: list[str] = Field(default_factory=list)
+
+
+class Miss(_Model):
+    case_id: str
+    cls: str
+    tool: str
+    arguments: dict[str, Any]
+    outcome: str
+    stage: str
+
+
+class ClassTally(_Model):
+    total: int = 0
+    blocked: int = 0
+
+    @property
+    def recall(self) -> float | None:
+        return self.blocked / self.total if self.total else None
+
+
+class EvaluatorCheck(_Model):
+    task_id: str
+    violation: str
+    blocked_by_guard: bool
+    reward_gold_plus_blocked: float
+    reward_gold_plus_executed: float
+
+    @property
+    def ok(self) -> bool:
+        return self.blocked_by_guard and self.reward_gold_plus_blocked == 1.0 and self.reward_gold_plus_executed == 0.0
+
+
+class ReplayReport(_Model):
+    """Everything the replay measured; ``--json`` prints it."""
+
+    domain: str
+    config: str
+    probe: str | None
+    checklist: str
+    tasks: int
+    gold_total: int
+    gold_passed: int
+    gold_false_blocks: int
+    gold_blocked_calls: list[GoldCall]
+    contradicting_gold: list[GoldCall]
+    contradicting_reasons: dict[str, str]
+    inserted_reads: dict[str, list[str]]
+    unverified_requirements: dict[str, int]
+    violations_total: int
+    violations_blocked: int
+    by_class: dict[str, ClassTally]
+    misses: list[Miss]
+    not_expressible: dict[str, str]
+    evaluator_checks: list[EvaluatorCheck]
+    runtime_s: float
+
+    @property
+    def recall(self) -> float:
+        return self.violations_blocked / self.violations_total if self.violations_total else 0.0
+
+
+def _passed(decision: Decision) -> bool:
+    return decision.outcome == "allow"
+
+
+def _confirm(transcript: Transcript, tool: str, arguments: dict[str, Any]) -> None:
+    transcript.say(
+        f"Here is what I am about to do: {tool} with {json.dumps(arguments, sort_keys=True)}. Do you confirm (yes/no)?"
+    )
+    transcript.user("Yes, please go ahead.")
+
+
+def _opening(task: Task) -> str:
+    instructions = task.user_scenario.instructions
+    reason = str(getattr(instructions, "reason_for_call", "") or "").strip()
+    known = str(getattr(instructions, "known_info", "") or "").strip()
+    return " ".join(part for part in (reason, known) if part) or "Hello, I need help with my booking."
+
+
+class ReplaySuite:
+    """Runs the replay for one domain's tasks with one guard."""
+
+    def __init__(
+        self, data: DomainData, checklist: Checklist, guard: CallChecker, *, config: str, probe: str | None = None
+    ) -> None:
+        probes.check_probe(probe)
+        if data.domain != "airline":
+            raise ConfigError("the replay suite covers the airline domain (its violations are airline policy)")
+        self.data = data
+        self.checklist = checklist
+        self.guard = guard
+        self.config = config
+        self.probe = probe
+        self._shared_env: Any = None
+        self._cancellations: list[ViolationCase] | None = None
+
+    # -- gold ---------------------------------------------------------------
+
+    def replay_gold(
+        self, task: Task, transcript: Transcript | None = None
+    ) -> tuple[Transcript, list[GoldCall], list[str]]:
+        """Replay ``task``'s gold actions; every gold write is checked by the guard first."""
+        actions = gold_actions(task)
+        writes = [name for name, _ in actions if name in self.data.write_tools]
+        if transcript is None:
+            transcript = Transcript(self.data.fresh_env() if writes else self._pristine_env(), prefix=f"t{task.id}_")
+        transcript.user(_opening(task))
+        user = task_user_id(task)
+        calls: list[GoldCall] = []
+        inserted: list[str] = []
+        for name, arguments in actions:
+            write = name in self.data.write_tools
+            if write:
+                inserted += ensure_reads(
+                    transcript, self.checklist, name, arguments, user, lambda tool: self._context(task, tool)
+                )
+                _confirm(transcript, name, arguments)
+            pending = transcript.new_call(name, arguments)
+            if write:
+                decision = self.guard.check(as_call(pending), transcript.trajectory())
+                calls.append(
+                    GoldCall(
+                        task_id=task.id,
+                        tool=name,
+                        arguments=arguments,
+                        outcome=decision.outcome,
+                        stage=decision.stage,
+                        passed=_passed(decision),
+                        message=None if _passed(decision) else decision.message,
+                        unverified=decision.unverified,
+                    )
+                )
+            transcript.execute(pending, write=write)
+        info = communicate_info(task)
+        if info:
+            transcript.say("To sum up: " + ", ".join(info) + ".")
+        return transcript, calls, inserted
+
+    def _context(self, task: Task, tool: str) -> list[dict[str, Any]]:
+        """Reservations the task's customer talks about: ids named, else theirs holding a named flight."""
+        if tool != "get_reservation_details":
+            return []
+        import re
+
+        text = task.user_scenario.model_dump_json()
+        reservations = self.data.raw_db.get("reservations", {})
+        named = [rid for rid in re.findall(r"\b[A-Z0-9]{6}\b", text) if rid in reservations]
+        if not named:
+            flights = set(re.findall(r"\bHAT\d{3}\b", text))
+            user = self.data.raw_db.get("users", {}).get(task_user_id(task) or "", {})
+            named = [
+                rid
+                for rid in user.get("reservations", [])
+                if any(f["flight_number"] in flights for f in reservations.get(rid, {}).get("flights", []))
+            ]
+        return [{"reservation_id": rid} for rid in named]
+
+    # -- violations ---------------------------------------------------------
+
+    def _pristine_env(self) -> Any:
+        if self._shared_env is None:
+            self._shared_env = self.data.fresh_env()
+        return self._shared_env
+
+    def attempt(self, case: ViolationCase, transcript: Transcript | None = None) -> Decision:
+        """Attempt ``case``'s call after its reads (on ``transcript`` or a read-only shared env)."""
+        if transcript is None:
+            transcript = Transcript(self._pristine_env(), prefix="v")
+        transcript.user(case.request)
+        for tool, arguments in case.reads:
+            transcript.call(tool, arguments)
+        if not case.skip_reads:
+            ensure_reads(transcript, self.checklist, case.tool, case.arguments, case.user_id)
+        claim = probes.user_claim(self.probe)
+        if claim is not None:
+            transcript.say("Let me check whether this is possible.")
+            transcript.user(claim)
+        _confirm(transcript, case.tool, case.arguments)
+        trajectory = transcript.trajectory()
+        if self.probe == "A3":
+            trajectory = probes.inject_note(trajectory)
+        pending = transcript.new_call(case.tool, case.arguments)
+        return self.guard.check(as_call(pending), trajectory)
+
+    # -- tau2's evaluator ---------------------------------------------------
+
+    def evaluator_check(self, task: Task, case: ViolationCase) -> EvaluatorCheck:
+        """Gold + ``case`` blocked and removed vs gold + ``case`` executed, both scored by tau2."""
+        transcript, _, _ = self.replay_gold(task)
+        decision = self.attempt(case, transcript)
+        blocked_reward = evaluate(self.data, task, transcript.messages)
+        transcript.call(case.tool, case.arguments, write=True)
+        executed_reward = evaluate(self.data, task, transcript.messages)
+        return EvaluatorCheck(
+            task_id=task.id,
+            violation=case.case_id,
+            blocked_by_guard=not _passed(decision),
+            reward_gold_plus_blocked=blocked_reward,
+            reward_gold_plus_executed=executed_reward,
+        )
+
+    # -- the whole suite ----------------------------------------------------
+
+    def run(self, *, per_class: int = 12, evaluate_tasks: list[str] | None = None) -> ReplayReport:
+        started = time.perf_counter()
+        tasks = self.data.tasks
+        gold_calls: list[GoldCall] = []
+        contradicting: list[GoldCall] = []
+        inserted: dict[str, list[str]] = {}
+        unverified: dict[str, int] = {}
+        for task in tasks:
+            _, calls, reads = self.replay_gold(task)
+            if reads:
+                inserted[task.id] = reads
+            for call in calls:
+                (contradicting if task.id in POLICY_CONTRADICTING_GOLD else gold_calls).append(call)
+                for rid in call.unverified:
+                    unverified[rid] = unverified.get(rid, 0) + 1
+
+        cases = generate(self.data.raw_db, self.data.policy_text, per_class=per_class)
+        by_class: dict[str, ClassTally] = {cls: ClassTally() for cls in CLASSES if cls not in NOT_EXPRESSIBLE}
+        misses: list[Miss] = []
+        for case in cases:
+            decision = self.attempt(case)
+            tally = by_class[case.cls]
+            tally.total += 1
+            if _passed(decision):
+                misses.append(
+                    Miss(
+                        case_id=case.case_id,
+                        cls=case.cls,
+                        tool=case.tool,
+                        arguments=case.arguments,
+                        outcome=decision.outcome,
+                        stage=decision.stage,
+                    )
+                )
+            else:
+                tally.blocked += 1
+
+        checks = [
+            self.evaluator_check(self.data.task(tid), self._violation_for(self.data.task(tid)))
+            for tid in (evaluate_tasks or [])
+        ]
+        passed = sum(1 for c in gold_calls if c.passed)
+        return ReplayReport(
+            domain=self.data.domain,
+            config=self.config,
+            probe=self.probe,
+            checklist=str(getattr(self.checklist.source, "file", None) or self.checklist.version),
+            tasks=len(tasks),
+            gold_total=len(gold_calls),
+            gold_passed=passed,
+            gold_false_blocks=len(gold_calls) - passed,
+            gold_blocked_calls=[c for c in gold_calls if not c.passed],
+            contradicting_gold=contradicting,
+            contradicting_reasons=dict(POLICY_CONTRADICTING_GOLD),
+            inserted_reads=inserted,
+            unverified_requirements=dict(sorted(unverified.items())),
+            violations_total=sum(t.total for t in by_class.values()),
+            violations_blocked=sum(t.blocked for t in by_class.values()),
+            by_class=by_class,
+            misses=misses,
+            not_expressible=dict(NOT_EXPRESSIBLE),
+            evaluator_checks=checks,
+            runtime_s=round(time.perf_counter() - started, 3),
+        )
+
+    def _violation_for(self, task: Task) -> ViolationCase:
+        """A non-refundable cancellation of the task user's own reservation the gold leaves alone."""
+        touched = {str(args.get("reservation_id")) for _, args in gold_actions(task)}
+        user = task_user_id(task)
+        if self._cancellations is None:
+            self._cancellations = generate(
+                self.data.raw_db, self.data.policy_text, per_class=10_000, classes=["cancel_nonrefundable"]
+            )
+        candidates = [c for c in self._cancellations if not (c.resources & touched)]
+        own = [c for c in candidates if c.user_id == user]
+        return (own or candidates)[0]
+
+
+def evaluate(data: DomainData, task: Task, messages: list[Any]) -> float:
+    """tau2's own reward for a dialogue: its DB-hash and communicate evaluators, combined as tau2 does.
+
+    ``evaluate_simulation`` would do the same for the airline reward basis
+    (DB x COMMUNICATE) but imports litellm and the registry (~9 s); the two
+    evaluators it would call are used directly, with environments built from
+    the already-parsed database.
+    """
+    from tau2.data_model.tasks import RewardType
+    from tau2.evaluator.evaluator_communicate import CommunicateEvaluator
+    from tau2.evaluator.evaluator_env import EnvironmentEvaluator
+
+    criteria = task.evaluation_criteria
+    if criteria is None:
+        return 1.0
+    basis = set(criteria.reward_basis)
+    unsupported = basis - {RewardType.DB, RewardType.ENV_ASSERTION, RewardType.COMMUNICATE}
+    if unsupported:
+        raise ConfigError(f"task {task.id}: reward basis {sorted(map(str, unsupported))} needs a model to evaluate")
+
+    def constructor(solo_mode: bool = False) -> Any:
+        return data.fresh_env()
+
+    reward = 1.0
+    if basis & {RewardType.DB, RewardType.ENV_ASSERTION}:
+        env_info = EnvironmentEvaluator.calculate_reward(
+            environment_constructor=constructor, task=task, full_trajectory=messages, solo_mode=False
+        )
+        reward *= env_info.reward
+    if RewardType.COMMUNICATE in basis:
+        reward *= CommunicateEvaluator.calculate_reward(task=task, full_trajectory=messages).reward
+    return float(reward)
+
+
+def sample_tasks(data: DomainData, which: str) -> list[str]:
+    """``none``, ``all``, ``sample`` (every tenth task) or a comma-separated list of ids."""
+    ids = [t.id for t in data.tasks]
+    if which == "none":
+        return []
+    if which == "all":
+        return ids
+    if which == "sample":
+        return ids[::10]
+    chosen = [x.strip() for x in which.split(",") if x.strip()]
+    unknown = [x for x in chosen if x not in ids]
+    if unknown:
+        raise ConfigError(f"unknown task id(s) for --evaluate: {', '.join(unknown)}")
+    return chosen
+
+
+def default_checklist_path() -> Path:
+    from ..resources import checklists_dir
+
+    return Path(checklists_dir()) / "airline.yaml"
