@@ -55,7 +55,7 @@ def _walk(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], file: str) 
                 )
             seen.add(key)
             _walk(value_node, (*path, key), lines, file)
-            lines[(*path, key)] = key_node.start_mark.line + 1
+            lines[path + (key,)] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _walk(item, (*path, index), lines, file)
