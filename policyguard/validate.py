@@ -249,6 +249,12 @@ def _arg_names(expression: str) -> set[str]:
     return names
 
 
+def _one_line(exc: Exception) -> str:
+    """An engine message on one line: the caret drawing is dropped, the position stays."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.lstrip().startswith("|")]
+    return " ".join(lines)
+
+
 def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
     """Validate the document, reporting every schema error; recover from unknown keys."""
     if not isinstance(doc.data, dict):
@@ -376,7 +382,7 @@ def _check_semantics(
             try:
                 program = compile_check(expression)
             except CelError as exc:
-                out.add(path, f"does not compile: {exc}")
+                out.add(path, f"does not compile: {_one_line(exc)}")
                 continue
             fact_programs[fact][read_arg] = program
             unknown = program.variables() - _MATCH_VARIABLES - HELPER_FUNCTIONS
@@ -425,7 +431,7 @@ def _check_semantics(
         try:
             program = compile_check(req.check)
         except CelError as exc:
-            out.add((*base, "check"), f"does not compile: {exc}")
+            out.add((*base, "check"), f"does not compile: {_one_line(exc)}")
             continue
         unknown = program.variables() - CHECK_VARIABLES - HELPER_FUNCTIONS
         if unknown:

