@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 import textwrap
 from pathlib import Path
@@ -44,9 +43,13 @@ def register(subparsers: Any) -> None:
     show.add_argument("--tool", metavar="NAME", help="only this tool (and the general rules that apply to it)")
     show.set_defaults(func=_show)
 
-    if importlib.util.find_spec("policyguard.checkgen") is not None:
-        if importlib.util.find_spec("policyguard.checkgen.cli") is not None:
-            importlib.import_module("policyguard.checkgen.cli").add_generate_parser(sub)
+    try:
+        checkgen_cli = importlib.import_module("policyguard.checkgen.cli")
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("policyguard.checkgen"):
+            raise  # checkgen is there but broken: say so rather than hide the command
+    else:
+        checkgen_cli.add_generate_parser(sub)
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -65,3 +65,13 @@ def test_checklist_stats_of_the_shipped_checklists(airline_checklist: Checklist,
     assert (airline.requirements, airline.with_check, airline.procedural) == (37, 25, 11)
     assert (retail.requirements, retail.with_check, retail.procedural) == (34, 23, 7)
     assert airline.check_share > 0.6 and retail.check_share > 0.6
+
+
+def test_tau2_tool_types_map_to_mutation_write_yes_read_no_generic_undecided() -> None:
+    infos = {t.name: t for t in tau2_tool_infos(TOOLKITS["airline"])}
+    assert infos["cancel_reservation"].mutating is True
+    assert infos["get_user_details"].mutating is False
+    assert infos["calculate"].mutating is None and infos["transfer_to_human_agents"].mutating is None
+    assert infos["update_reservation_baggages"].parameters == frozenset(
+        {"reservation_id", "total_baggages", "nonfree_baggages", "payment_id"}
+    )
