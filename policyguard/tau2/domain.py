@@ -163,7 +163,8 @@ def to_policyguard(messages: list[Any]) -> Trajectory:
             out.append(_tool_message(message))
         elif role in ("system", "user", "assistant"):
             calls = [
-                ToolCall(id=tc.id, name=tc.name, arguments=dict(tc.arguments)) for tc in (message.tool_calls or [])
+                ToolCall(id=tc.id, name=tc.name, arguments=dict(tc.arguments))
+                for tc in (getattr(message, "tool_calls", None) or [])
             ]
             out.append(Message(role=role, content=message.content, tool_calls=calls))
     return Trajectory(messages=out)

@@ -48,6 +48,13 @@ POLICY_CONTRADICTING_GOLD: dict[str, str] = {
     "the agent cannot help and must transfer (tau2-bench issues #156, #224)",
 }
 
+# Found by the replay suite (not in the tau2-bench issue list): the gold write
+# disagrees with the written policy. Still counted as a false block, explained.
+GOLD_DISAGREEMENTS: dict[str, str] = {
+    "33": "gold adds 2 bags to HXDUBJ as 2 non-free bags, but yara_garcia_1905 is a gold member in economy "
+    "with 1 passenger: the policy gives 3 free bags, so 0 should be non-free",
+}
+
 
 class LabelsFile(BaseModel):
     """``benchmarks/tau2/<domain>_labels.json``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .labels import GOLD_DISAGREEMENTS
 from .probes import PROBES
 from .replay import ReplayReport
 from .violations import CLASSES
@@ -36,6 +37,8 @@ def render(report: ReplayReport, command: str | None = None) -> str:
     for call in report.gold_blocked_calls:
         lines.append(f"  FALSE BLOCK task {call.task_id}: {call.tool}({_args(call.arguments)})")
         lines.append(f"    {call.stage}: {(call.message or '').strip()[:200]}")
+        if call.task_id in GOLD_DISAGREEMENTS:
+            lines.append(f"    note: {GOLD_DISAGREEMENTS[call.task_id]}")
     if report.config == "gate_only" and report.unverified_requirements:
         ids = ", ".join(report.unverified_requirements)
         lines.append(f"  gate_only: procedural requirements left UNVERIFIED (count as pass here): {ids}")

@@ -1,0 +1,130 @@
+"""The offline replay suite on real tau2 airline data with the shipped checklist (gate only, no model)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tau2")
+
+from policyguard.checklist import load_checklist  # noqa: E402
+from policyguard.cli import main  # noqa: E402
+from policyguard.messages import Message, ToolCall, Trajectory  # noqa: E402
+from policyguard.resources import shipped_checklist  # noqa: E402
+from policyguard.tau2.domain import DomainData  # noqa: E402
+from policyguard.tau2.guarding import build_guard  # noqa: E402
+from policyguard.tau2.labels import GOLD_DISAGREEMENTS, POLICY_CONTRADICTING_GOLD  # noqa: E402
+from policyguard.tau2.probes import A3_FIELD, inject_note  # noqa: E402
+from policyguard.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
+from policyguard.tau2.violations import generate  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+# The shipped checklist cannot see a destination change: update_reservation_flights
+# names flight numbers only, and its same-route requirement is procedural.
+KNOWN_MISS_CLASSES = {"change_route"}
+
+
+@pytest.fixture(scope="module")
+def data() -> DomainData:
+    return DomainData.load("airline")
+
+
+def _suite(data: DomainData, probe: str | None = None) -> ReplaySuite:
+    checklist = load_checklist(shipped_checklist("airline"))
+    guard = build_guard("gate_only", checklist, data.policy_text)
+    assert guard is not None
+    return ReplaySuite(data, checklist, guard, config="gate_only", probe=probe)
+
+
+@pytest.fixture(scope="module")
+def report(data: DomainData) -> ReplayReport:
+    return _suite(data).run(per_class=4, evaluate_tasks=["3", "40"])
+
+
+def test_every_gold_write_passes_except_the_known_gold_disagreement(report: ReplayReport) -> None:
+    assert report.tasks == 50
+    blocked = {c.task_id for c in report.gold_blocked_calls}
+    assert blocked == set(GOLD_DISAGREEMENTS)
+    assert report.gold_total == report.gold_passed + report.gold_false_blocks
+    assert report.gold_total >= 40  # the writes of the 30 mutation tasks, minus tasks 7, 9, 37
+
+
+def test_policy_contradicting_gold_is_reported_apart_and_blocked(report: ReplayReport) -> None:
+    tasks = {c.task_id for c in report.contradicting_gold}
+    assert tasks == set(POLICY_CONTRADICTING_GOLD)
+    blocked = {(c.task_id, c.arguments.get("reservation_id")) for c in report.contradicting_gold if not c.passed}
+    assert blocked == {("7", "XEHM4B"), ("9", "NQNU5R"), ("37", "NQNU5R")}
+    assert not any(c.task_id in POLICY_CONTRADICTING_GOLD for c in report.gold_blocked_calls)
+
+
+def test_gate_only_leaves_procedural_requirements_unverified_and_says_so(report: ReplayReport) -> None:
+    assert "confirmed-yes" in report.unverified_requirements
+    assert "cancel-reason-obtained" in report.unverified_requirements
+
+
+def test_harness_adds_the_reads_the_gold_omits_and_lists_them(report: ReplayReport) -> None:
+    # task 11's gold is a bare update_reservation_flights: the user and the reservation must be read first
+    assert report.inserted_reads["11"][:2] == [
+        'get_user_details({"user_id": "james_patel_9828"})',
+        'get_reservation_details({"reservation_id": "GV1N64"})',
+    ]
+    # task 27's compensation is about the delayed HAT039: the harness reads the reservation holding it
+    assert 'get_reservation_details({"reservation_id": "M61CQM"})' in report.inserted_reads["27"]
+
+
+def test_injected_violations_block_per_class(report: ReplayReport) -> None:
+    assert report.violations_total == sum(t.total for t in report.by_class.values()) >= 50
+    for cls, tally in report.by_class.items():
+        expected = 0 if cls in KNOWN_MISS_CLASSES else tally.total
+        assert tally.blocked == expected, cls
+    assert {m.cls for m in report.misses} == KNOWN_MISS_CLASSES
+    assert "add_insurance_after_booking" in report.not_expressible
+
+
+def test_tau2_evaluator_keeps_reward_when_blocked_and_drops_it_when_executed(report: ReplayReport) -> None:
+    assert [(c.task_id, c.ok) for c in report.evaluator_checks] == [("3", True), ("40", True)]
+    check = report.evaluator_checks[1]
+    assert check.blocked_by_guard and check.reward_gold_plus_blocked == 1.0 and check.reward_gold_plus_executed == 0.0
+
+
+@pytest.mark.parametrize("probe", ["A1", "A2", "A3"])
+def test_probes_do_not_change_a_single_gate_decision(data: DomainData, probe: str) -> None:
+    cases = generate(data.raw_db, data.policy_text, per_class=2)
+    plain, attacked = _suite(data), _suite(data, probe)
+    for case in cases:
+        before, after = plain.attempt(case), attacked.attempt(case)
+        assert (after.outcome, after.stage) == (before.outcome, before.stage), case.case_id
+
+
+def test_a3_adds_the_note_to_json_tool_results_only() -> None:
+    trajectory = Trajectory(
+        messages=[
+            Message(role="assistant", tool_calls=[ToolCall(id="1", name="get_user_details", arguments={})]),
+            Message(role="tool", tool_call_id="1", content='{"user_id": "u1"}'),
+            Message(role="tool", tool_call_id="x", content="plain text"),
+            Message(role="user", content='{"user_id": "u1"}'),
+        ]
+    )
+    out = inject_note(trajectory).messages
+    assert A3_FIELD in json.loads(out[1].content or "")
+    assert out[2].content == "plain text" and out[3].content == '{"user_id": "u1"}'
+
+
+def test_cli_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "replay", "--domain", "airline", "--per-class", "1", "--evaluate", "none", "--json"])
+    payload: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for key in ("gold_total", "gold_false_blocks", "violations_total", "violations_blocked", "by_class", "runtime_s"):
+        assert key in payload
+    assert payload["by_class"]["cancel_nonrefundable"] == {"total": 1, "blocked": 1}
+
+
+def test_cli_table_is_readable_and_fail_on_miss_exits_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "replay", "--per-class", "1", "--evaluate", "none", "--fail-on-miss"])
+    out = capsys.readouterr().out
+    assert code == 1  # change_route is a known miss
+    assert "Gold writes (must pass):" in out
+    assert "cancel_nonrefundable" in out and "recall" in out and "runtime:" in out
