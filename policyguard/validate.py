@@ -239,7 +239,9 @@ class _Collector:
     def add(self, path: PathKey, message: str, severity: Severity = "error") -> None:
         line = self.doc.line_of(path) if self.doc is not None else None
         field = ".".join(str(p) for p in path) or None
-        self.problems.append(Problem(file=self.file, line=line, field=field, message=message, severity=severity))
+        problem = Problem(file=self.file, line=line, field=field, message=message, severity=severity)
+        if problem not in self.problems:  # a fact match shared by several checks is reported once
+            self.problems.append(problem)
 
 
 def _arg_names(expression: str) -> set[str]:
@@ -311,179 +313,189 @@ def _tools_for_key(key: str, known: Mapping[str, ToolInfo]) -> list[ToolInfo]:
     return [info for name, info in known.items() if fnmatch.fnmatchcase(name, key)]
 
 
-def _check_semantics(
-    checklist: Checklist,
-    out: _Collector,
-    *,
-    policy_text: str | None,
-    known: dict[str, ToolInfo] | None,
-) -> None:
-    from .cel import CHECK_VARIABLES, HELPER_FUNCTIONS, CelError, CheckProgram, compile_check
+class _Semantics:
+    """The checks that need a loaded checklist: tools, facts, requirements, version."""
 
-    def tool_exists(name: str) -> bool:
-        return known is None or name in known
+    def __init__(
+        self, checklist: Checklist, out: _Collector, policy_text: str | None, known: dict[str, ToolInfo] | None
+    ) -> None:
+        from .cel import CheckProgram
 
-    # --- tools named in the checklist
-    if known is not None:
-        for key in checklist.tools:
-            if not _tools_for_key(key, known):
+        self.checklist = checklist
+        self.out = out
+        self.policy_text = policy_text
+        self.known = known
+        self.fact_programs: dict[str, dict[str, CheckProgram]] = {}
+
+    def run(self) -> None:
+        self.tools()
+        self.facts()
+        normalized = normalize_policy_text(self.policy_text) if self.policy_text is not None else None
+        ids: dict[str, PathKey] = {}
+        for base, tool_key, req in _requirements(self.checklist):
+            if req.id in ids:
+                first = ".".join(map(str, ids[req.id]))
+                self.out.add((*base, "id"), f"duplicate requirement id {req.id!r} (first at {first})")
+            else:
+                ids[req.id] = (*base, "id")
+            if normalized is not None and not quote_in_policy(req.source, normalized):
+                self.out.add((*base, "source"), f"quote not found in the policy text: {req.source!r}")
+            self.requirement(base, tool_key, req)
+        if self.policy_text is not None:
+            actual = policy_version(self.policy_text)
+            if actual != self.checklist.policy.version:
+                self.out.add(
+                    ("policy", "version"),
+                    f"policy version mismatch: checklist has {self.checklist.policy.version}, "
+                    f"the policy text is {actual}",
+                )
+
+    def tool_exists(self, name: str) -> bool:
+        return self.known is None or name in self.known
+
+    def tools(self) -> None:
+        checklist, known, out = self.checklist, self.known, self.out
+        if checklist.principal is not None and not self.tool_exists(checklist.principal.tool):
+            out.add(("principal", "tool"), f"unknown tool {checklist.principal.tool!r}")
+        for key, spec in checklist.tools.items():
+            if known is not None and not _tools_for_key(key, known):
                 what = "no tool matches the glob" if _is_glob(key) else "unknown tool"
                 out.add(("tools", key), f"{what} {key!r} (not among the {len(known)} tools given)")
-        for name, info in known.items():
-            spec = checklist.tool_spec(name)
-            if info.mutating is True and spec is not None and not spec.mutating:
+            if spec.mutating and not spec.requirements and not checklist.general_rules:
+                out.add(("tools", key), f"mutating tool {key!r} has no requirements", "warning")
+            if spec.effect is not None and known is not None:
+                effect = spec.effect
+                arg_fields = {
+                    "amount_arg": effect.amount_arg,
+                    "currency_arg": effect.currency_arg,
+                    "transaction_arg": effect.transaction_arg,
+                    "idempotency_arg": effect.idempotency_arg,
+                    "resource_arg": effect.resource_arg,
+                }
+                for info in _tools_for_key(key, known):
+                    for field_name, arg in arg_fields.items():
+                        if arg is not None and info.parameters is not None and arg not in info.parameters:
+                            out.add(("tools", key, "effect", field_name), f"{info.name!r} has no parameter {arg!r}")
+        for name, info in (known or {}).items():
+            declared = checklist.tool_spec(name)
+            if info.mutating is True and declared is not None and not declared.mutating:
                 out.add(
                     ("tools", name, "mutating"),
                     f"{name!r} writes state (per the tool source) but is declared read-only",
                 )
-            if info.mutating is False and spec is None:
-                out.add(
-                    ("tools",),
-                    f"read-only tool {name!r} is not declared; the guard will treat it as mutating",
-                    "warning",
-                )
-    if checklist.principal is not None and not tool_exists(checklist.principal.tool):
-        out.add(("principal", "tool"), f"unknown tool {checklist.principal.tool!r}")
-    for key, spec in checklist.tools.items():
-        if spec.mutating and not spec.requirements and not checklist.general_rules:
-            out.add(("tools", key), f"mutating tool {key!r} has no requirements", "warning")
-        if spec.effect is not None and known is not None:
-            effect = spec.effect
-            arg_fields = {
-                "amount_arg": effect.amount_arg,
-                "currency_arg": effect.currency_arg,
-                "transaction_arg": effect.transaction_arg,
-                "idempotency_arg": effect.idempotency_arg,
-                "resource_arg": effect.resource_arg,
-            }
-            for info in _tools_for_key(key, known):
-                for field_name, arg in arg_fields.items():
-                    if arg is not None and info.parameters is not None and arg not in info.parameters:
-                        out.add(("tools", key, "effect", field_name), f"{info.name!r} has no parameter {arg!r}")
-    if known is not None:
-        for name, info in known.items():
-            if info.mutating is True and checklist.tool_spec(name) is None and not checklist.general_rules:
+            if info.mutating is False and declared is None:
+                message = f"read-only tool {name!r} is not declared; the guard will treat it as mutating"
+                out.add(("tools",), message, "warning")
+            if info.mutating is True and declared is None and not checklist.general_rules:
                 out.add(("tools",), f"mutating tool {name!r} is not in the checklist (no requirements)", "warning")
 
-    # --- facts
-    fact_programs: dict[str, dict[str, CheckProgram]] = {}
-    for fact, source in checklist.facts.items():
-        base: PathKey = ("facts", fact)
-        if not tool_exists(source.tool):
-            out.add((*base, "tool"), f"unknown tool {source.tool!r}")
-        elif known is not None and known[source.tool].mutating is True:
-            out.add((*base, "tool"), f"fact source {source.tool!r} writes state; facts come from read tools")
-        source_params = known[source.tool].parameters if known is not None and source.tool in known else None
-        fact_programs[fact] = {}
-        for read_arg, expression in source.match.items():
-            path: PathKey = (*base, "match", read_arg)
-            if source_params is not None and read_arg not in source_params:
-                out.add(path, f"{source.tool!r} has no parameter {read_arg!r}")
-            try:
-                program = compile_check(expression)
-            except CelError as exc:
-                out.add(path, f"does not compile: {_one_line(exc)}")
-                continue
-            fact_programs[fact][read_arg] = program
-            unknown = program.variables() - _MATCH_VARIABLES - HELPER_FUNCTIONS
-            if unknown:
-                out.add(path, f"unknown variable(s) {sorted(unknown)}; a match reads args, facts and principal")
-            for name in sorted(program.fact_names() - set(checklist.facts)):
-                out.add(path, f"fact {name!r} is not declared under facts:")
-            if fact in program.fact_names():
-                out.add(path, f"fact {fact!r} matches on itself")
+    def facts(self) -> None:
+        from .cel import HELPER_FUNCTIONS, CelError, compile_check
 
-    def fact_closure(names: set[str]) -> set[str]:
+        for fact, source in self.checklist.facts.items():
+            base: PathKey = ("facts", fact)
+            if not self.tool_exists(source.tool):
+                self.out.add((*base, "tool"), f"unknown tool {source.tool!r}")
+            elif self.known is not None and self.known[source.tool].mutating is True:
+                self.out.add((*base, "tool"), f"fact source {source.tool!r} writes state; facts come from read tools")
+            params = self.known[source.tool].parameters if self.known and source.tool in self.known else None
+            self.fact_programs[fact] = {}
+            for read_arg, expression in source.match.items():
+                path: PathKey = (*base, "match", read_arg)
+                if params is not None and read_arg not in params:
+                    self.out.add(path, f"{source.tool!r} has no parameter {read_arg!r}")
+                try:
+                    program = compile_check(expression)
+                except CelError as exc:
+                    self.out.add(path, f"does not compile: {_one_line(exc)}")
+                    continue
+                self.fact_programs[fact][read_arg] = program
+                unknown = program.variables() - _MATCH_VARIABLES - HELPER_FUNCTIONS
+                if unknown:
+                    self.out.add(
+                        path, f"unknown variable(s) {sorted(unknown)}; a match reads args, facts and principal"
+                    )
+                for name in sorted(program.fact_names() - set(self.checklist.facts)):
+                    self.out.add(path, f"fact {name!r} is not declared under facts:")
+                if fact in program.fact_names():
+                    self.out.add(path, f"fact {fact!r} matches on itself")
+
+    def fact_closure(self, names: set[str]) -> set[str]:
         seen: set[str] = set()
         todo = list(names)
         while todo:
             name = todo.pop()
-            if name in seen or name not in fact_programs:
+            if name in seen or name not in self.fact_programs:
                 continue
             seen.add(name)
-            for program in fact_programs[name].values():
+            for program in self.fact_programs[name].values():
                 todo.extend(program.fact_names())
         return seen
 
-    # --- requirements
-    normalized_policy = normalize_policy_text(policy_text) if policy_text is not None else None
-    now = checklist.clock or datetime.now(timezone.utc)
-    ids: dict[str, PathKey] = {}
-    for base, tool_key, req in _requirements(checklist):
-        if req.id in ids:
-            out.add((*base, "id"), f"duplicate requirement id {req.id!r} (first at {'.'.join(map(str, ids[req.id]))})")
-        else:
-            ids[req.id] = (*base, "id")
-        if normalized_policy is not None and not quote_in_policy(req.source, normalized_policy):
-            out.add((*base, "source"), f"quote not found in the policy text: {req.source!r}")
+    def requirement(self, base: PathKey, tool_key: str | None, req: Requirement) -> None:
+        from .cel import CHECK_VARIABLES, HELPER_FUNCTIONS, CelError, compile_check
+
+        out = self.out
         for index, prereq in enumerate(req.prerequisites):
             path = (*base, "prerequisites", index)
-            if not tool_exists(prereq):
+            if not self.tool_exists(prereq):
                 out.add(path, f"unknown tool {prereq!r}")
-            elif checklist.is_mutating(prereq) or (known is not None and known[prereq].mutating is True):
+            elif self.checklist.is_mutating(prereq) or (self.known is not None and self.known[prereq].mutating):
                 out.add(path, f"prerequisite {prereq!r} is not a read-only tool")
         if req.check is None:
             if req.examples:
                 out.add((*base, "examples"), "examples without a check are never run", "warning")
-            continue
+            return
         if req.kind == "procedural":
             out.add((*base, "check"), "a procedural requirement has a check; make it kind: data", "warning")
         try:
             program = compile_check(req.check)
         except CelError as exc:
             out.add((*base, "check"), f"does not compile: {_one_line(exc)}")
-            continue
+            return
         unknown = program.variables() - CHECK_VARIABLES - HELPER_FUNCTIONS
         if unknown:
             out.add((*base, "check"), f"unknown variable(s) {sorted(unknown)}; a check reads {sorted(CHECK_VARIABLES)}")
-        for name in sorted(program.fact_names() - set(checklist.facts)):
+        for name in sorted(program.fact_names() - set(self.checklist.facts)):
             out.add((*base, "check"), f"fact {name!r} is not declared under facts:")
-        if known is not None:
-            targets = (
-                _tools_for_key(tool_key, known) if tool_key is not None else [i for i in known.values() if i.mutating]
-            )
-            expressions: list[tuple[str, PathKey]] = [(req.check, ("check",))]
-            for fact in sorted(fact_closure(program.fact_names())):
-                for read_arg, fact_program in fact_programs.get(fact, {}).items():
-                    expressions.append((fact_program.source, ("facts", fact, "match", read_arg)))
-            for expression, where in expressions:
-                guarded = set(_HAS_ARG.findall(expression))
-                for arg in sorted(_arg_names(expression)):
-                    missing = [
-                        t.name
-                        for t in targets
-                        if t.parameters is not None and arg not in t.parameters and arg not in guarded
-                    ]
-                    if tool_key is None and targets and len(missing) < len(targets):
-                        continue  # a general rule needs the argument on at least one tool
-                    if missing:
-                        path = (*base, "check") if where == ("check",) else where
-                        via = "" if where == ("check",) else f" (used by {req.id!r})"
-                        out.add(path, f"argument {arg!r} is not a parameter of {', '.join(missing)}{via}")
+        if self.known is not None:
+            self.arguments(base, tool_key, req, program.fact_names())
         complying = [e for e in req.examples if e.complies]
         if not complying or len(complying) == len(req.examples):
             missing_kind = "complying" if not complying else "violating"
             out.add((*base, "examples"), f"check has no {missing_kind} example", "warning")
+        now = self.checklist.clock or datetime.now(timezone.utc)
         for index, example in enumerate(req.examples):
             path = (*base, "examples", index)
             variables = {"args": example.args, "facts": example.facts, "principal": example.principal, "now": now}
             try:
                 holds = program.holds(variables)
             except CelError as exc:
-                out.add(path, f"check fails to evaluate on this example: {exc}")
+                out.add(path, f"check fails to evaluate on this example: {_one_line(exc)}")
                 continue
             if holds != example.complies:
                 expected = "comply" if example.complies else "violate"
                 out.add(path, f"example should {expected} but the check evaluates to {str(holds).lower()}")
 
-    # --- policy version
-    if policy_text is not None:
-        actual = policy_version(policy_text)
-        if actual != checklist.policy.version:
-            out.add(
-                ("policy", "version"),
-                f"policy version mismatch: checklist has {checklist.policy.version}, the policy text is {actual}",
-            )
+    def arguments(self, base: PathKey, tool_key: str | None, req: Requirement, facts: set[str]) -> None:
+        """Every ``args.X`` the check (or a fact match it depends on) reads is a parameter of the tool."""
+        assert self.known is not None and req.check is not None
+        if tool_key is not None:
+            targets = _tools_for_key(tool_key, self.known)
+        else:
+            targets = [info for info in self.known.values() if info.mutating]
+        expressions: list[tuple[str, PathKey]] = [(req.check, (*base, "check"))]
+        for fact in sorted(self.fact_closure(facts)):
+            for read_arg, fact_program in self.fact_programs.get(fact, {}).items():
+                expressions.append((fact_program.source, ("facts", fact, "match", read_arg)))
+        for expression, path in expressions:
+            guarded = set(_HAS_ARG.findall(expression))
+            for arg in sorted(_arg_names(expression) - guarded):
+                missing = [t.name for t in targets if t.parameters is not None and arg not in t.parameters]
+                if tool_key is None and len(missing) < len(targets):
+                    continue  # a general rule needs the argument on at least one tool
+                if missing:
+                    self.out.add(path, f"argument {arg!r} is not a parameter of {', '.join(missing)}")
 
 
 def validate_checklist(
@@ -513,7 +525,7 @@ def validate_checklist(
         checklist = _validate_schema(doc, out)
     if checklist is not None:
         known = _tool_infos(tools) if tools is not None else None
-        _check_semantics(checklist, out, policy_text=policy_text, known=known)
+        _Semantics(checklist, out, policy_text, known).run()
     return sorted(out.problems, key=lambda p: (p.line or 0, p.severity != "error"))
 
 

@@ -154,3 +154,21 @@ def test_stats_count_requirements_and_formal_checks() -> None:
     assert (stats.requirements, stats.data, stats.procedural, stats.with_check) == (3, 2, 1, 2)
     assert stats.check_share == pytest.approx(2 / 3)
     assert "2 carry a formal check (67%)" in str(stats)
+
+
+def test_a_fact_matched_on_an_argument_the_tool_lacks_is_reported_once_at_the_match() -> None:
+    text = (FIXTURES / "good.yaml").read_text(encoding="utf-8")
+    text = text.replace("match: {order_id: args.order_id}", "match: {order_id: args.order_ref}")
+    checklist = parse_checklist(text, file="c.yaml")
+    problems = validate_checklist(checklist, policy_text=POLICY, tools=TOOLS)
+    assert [(p.line, p.field, p.message) for p in problems] == [
+        (9, "facts.order.match.order_id", "argument 'order_ref' is not a parameter of refund")
+    ]
+
+
+def test_an_example_the_check_cannot_evaluate_is_an_error() -> None:
+    text = (FIXTURES / "good.yaml").read_text(encoding="utf-8")
+    text = text.replace("{args: {amount: 10}, facts: {order: {captured: 10.0}}", "{args: {amount: 10}, facts: {}")
+    problems = validate_checklist(parse_checklist(text, file="c.yaml"))
+    assert [(p.line, p.field) for p in problems] == [(29, "tools.refund.requirements.1.examples.0")]
+    assert "fails to evaluate" in problems[0].message
