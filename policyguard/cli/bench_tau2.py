@@ -1,0 +1,152 @@
+"""``policyguard bench replay|tau2|report``: experiments on the real tau2 benchmark.
+
+* ``bench replay`` - the offline replay suite: gold writes must pass, injected
+  violations must block, no model needed (exit 0 when it ran; with
+  ``--fail-on-miss`` exit 1 on any miss, false block or evaluator mismatch);
+* ``bench tau2`` - agent + user simulations under one guard configuration,
+  with checkpoints and resume (needs model keys);
+* ``bench report DIR`` - metrics, markdown and PNG plots of ``bench tau2`` runs.
+
+tau2 is the optional extra ``policyguard[tau2]``; it is imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+
+def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ..tau2.guarding import CONFIGS
+
+    replay = bench_subparsers.add_parser(
+        "replay",
+        help="offline replay suite on tau2 airline: gold writes must pass, injected violations must block",
+        description=(
+            "Replays every airline task's gold actions on a fresh tau2 environment and sends each gold write "
+            "through the guard (it must pass), then attempts generated policy violations built from the real "
+            "database (each must be blocked), and scores gold + an injected violation with tau2's own evaluator. "
+            "No model is needed for gate_only."
+        ),
+    )
+    replay.add_argument("--domain", default="airline", choices=["airline"])
+    replay.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid", "args_only"])
+    replay.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped airline checklist)")
+    replay.add_argument("--verifier-model", default=None, help="verifier for --config hybrid, e.g. scripted:FILE.json")
+    replay.add_argument("--probe", default=None, choices=["A1", "A2", "A3"], help="adversarial probe to apply")
+    replay.add_argument("--per-class", type=int, default=12, help="violation cases per class (default 12)")
+    replay.add_argument(
+        "--evaluate",
+        default="sample",
+        help="tasks scored by tau2's evaluator: sample (every 10th), all, none, or ids like 3,7,20",
+    )
+    replay.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    replay.add_argument("--fail-on-miss", action="store_true", help="exit 1 on any miss, false block or bad reward")
+    replay.set_defaults(func=_replay)
+
+    run = bench_subparsers.add_parser(
+        "tau2",
+        help="run tau2 simulations (agent + simulated user) under one guard configuration",
+        description=(
+            "Runs every task of the split --trials times with the chosen configuration; one JSON file per "
+            "finished simulation under --output/sims (a crash resumes with --resume; nothing finished is re-run), "
+            "summary.json at the end. Needs provider keys for the agent, user and verifier models."
+        ),
+    )
+    run.add_argument("--domain", default="airline", choices=["airline", "retail"])
+    run.add_argument("--config", required=True, choices=list(CONFIGS))
+    run.add_argument("--agent-model", required=True, help="LiteLLM model for the agent, e.g. openai/gpt-4.1")
+    run.add_argument("--user-model", required=True, help="LiteLLM model for the simulated user")
+    run.add_argument("--verifier-model", default=None, help="verifier model spec (configs that use a verifier)")
+    run.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
+    run.add_argument("--trials", type=int, default=4)
+    run.add_argument("--split", default="base", choices=["base", "train", "test"])
+    run.add_argument("--tasks", default=None, help="comma-separated task ids (default: the whole split)")
+    run.add_argument("--concurrency", type=int, default=4)
+    run.add_argument("--max-steps", type=int, default=100)
+    run.add_argument("--output", required=True, help="output directory")
+    run.add_argument("--resume", action="store_true", help="continue a run in --output, skipping finished sims")
+    run.set_defaults(func=_tau2)
+
+    report = bench_subparsers.add_parser(
+        "report", help="metrics, markdown and PNG plots for one or more 'bench tau2' output directories"
+    )
+    report.add_argument("dirs", nargs="+", help="directories written by 'policyguard bench tau2'")
+    report.add_argument("--output", default=None, help="where report.md and the plots go (default: the first DIR)")
+    report.add_argument(
+        "--labels", default=None, help="PV/Mut labels JSON (default: benchmarks/tau2/<domain>_labels.json)"
+    )
+    report.add_argument("--no-plots", action="store_true")
+    report.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    report.set_defaults(func=_report)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ..checklist import load_checklist
+    from ..errors import ConfigError
+    from ..models import resolve_model
+    from ..resources import shipped_checklist
+    from ..tau2.domain import DomainData
+    from ..tau2.guarding import build_guard
+    from ..tau2.replay import ReplaySuite, sample_tasks
+    from ..tau2.replay_view import render
+
+    data = DomainData.load(args.domain)
+    checklist = load_checklist(args.checklist or shipped_checklist(args.domain))
+    model = None
+    if args.config == "hybrid":
+        if not args.verifier_model:
+            raise ConfigError("--config hybrid needs --verifier-model (e.g. scripted:FILE.json)")
+        model = resolve_model(args.verifier_model)
+    guard = build_guard(args.config, checklist, data.policy_text, verifier_model=model)
+    assert guard is not None
+    suite = ReplaySuite(data, checklist, guard, config=args.config, probe=args.probe)
+    report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate))
+    if args.json:
+        payload = report.model_dump(mode="json")
+        payload["recall"] = round(report.recall, 4)
+        print(json.dumps(payload, indent=2))
+    else:
+        command = "policyguard " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
+        print(render(report, command))
+    failed = (
+        report.gold_false_blocks
+        or report.violations_blocked < report.violations_total
+        or any(not c.ok for c in report.evaluator_checks)
+    )
+    return 1 if (failed and args.fail_on_miss) else 0
+
+
+def _tau2(args: argparse.Namespace) -> int:
+    from ..tau2.runner import RunSpec, run_benchmark
+
+    spec = RunSpec(
+        domain=args.domain,
+        config=args.config,
+        agent_model=args.agent_model,
+        user_model=args.user_model,
+        verifier_model=args.verifier_model,
+        checklist=args.checklist,
+        trials=args.trials,
+        split=args.split,
+        tasks=[t.strip() for t in args.tasks.split(",")] if args.tasks else None,
+        concurrency=args.concurrency,
+        max_steps=args.max_steps,
+    )
+    summary = run_benchmark(spec, args.output, resume=args.resume)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ..tau2.report import write_report
+
+    out = write_report(args.dirs, output=args.output, labels_path=args.labels, plots=not args.no_plots)
+    if args.json:
+        print(json.dumps(out.metrics, indent=2))
+    else:
+        print(out.markdown)
+        print(f"\nwritten: {', '.join(str(p) for p in out.files)}", file=sys.stderr)
+    return 0
