@@ -33,7 +33,9 @@ def import_time(runs: int = 9) -> tuple[float, list[str]]:
     )
     times, heavy = [], ""
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(
+            "\n"
+        )
         times.append(float(out[0]))
         heavy = out[1]
     return statistics.median(times), [m for m in heavy.split(",") if m]

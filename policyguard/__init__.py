@@ -47,9 +47,71 @@ _EXPORTS: dict[str, str] = {
     "Verifier": "stages",
     "Trace": "trace",
     "read_trace": "trace",
+    "HardGate": "gate",
+    "StateResolver": "facts",
+    "LLMVerifier": "verifier",
+    "GrantIssuer": "grants",
+    "GrantVerifier": "grants",
+    "GrantError": "grants",
+    "generate_keypair": "grants",
+    "GuardedExecutor": "executor",
+    "SQLiteStore": "store",
+    "LedgerUnavailable": "store",
+    "validate_checklist": "validate",
+    "to_trajectory": "formats",
+    "from_trajectory": "formats",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "__version__",
+    "after_block",
+    "CheckContext",
+    "Checklist",
+    "ChecklistError",
+    "ConfigError",
+    "Decision",
+    "FormatError",
+    "from_trajectory",
+    "Gate",
+    "generate_keypair",
+    "GrantError",
+    "GrantIssuer",
+    "GrantVerifier",
+    "Guard",
+    "GuardedExecutor",
+    "GuardedTools",
+    "HardGate",
+    "LedgerUnavailable",
+    "LLMVerifier",
+    "load_checklist",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "parse_checklist",
+    "PolicyGuardError",
+    "read_trace",
+    "remediation_message",
+    "Requirement",
+    "RequirementResult",
+    "resolve_model",
+    "ScriptedModel",
+    "ScriptedModelError",
+    "SQLiteStore",
+    "StateResolver",
+    "TemplateError",
+    "to_trajectory",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolResult",
+    "ToolSpec",
+    "Trace",
+    "Trajectory",
+    "Usage",
+    "validate_checklist",
+    "Verifier",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -77,9 +139,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ScriptedModelError,
         TemplateError,
     )
+    from .executor import GuardedExecutor
+    from .facts import StateResolver
+    from .formats import from_trajectory, to_trajectory
+    from .gate import HardGate
+    from .grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
     from .guard import Guard, after_block, remediation_message
     from .messages import Message, ToolCall, ToolResult, Trajectory
     from .models import Model, ModelRequest, ModelResponse, ScriptedModel, resolve_model
     from .stages import CheckContext, Gate, Verifier
+    from .store import LedgerUnavailable, SQLiteStore
     from .trace import Trace, read_trace
+    from .validate import validate_checklist
+    from .verifier import LLMVerifier
     from .wrapper import GuardedTools, ToolOutcome

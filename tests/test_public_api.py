@@ -13,6 +13,8 @@ EXPECTED = {
     "Requirement", "RequirementResult", "ScriptedModel", "ScriptedModelError", "TemplateError", "ToolCall",
     "ToolOutcome", "ToolResult", "ToolSpec", "Trace", "Trajectory", "Usage", "Verifier", "__version__",
     "after_block", "load_checklist", "parse_checklist", "read_trace", "remediation_message", "resolve_model",
+    "HardGate", "StateResolver", "LLMVerifier", "GrantIssuer", "GrantVerifier", "GrantError", "generate_keypair",
+    "GuardedExecutor", "SQLiteStore", "LedgerUnavailable", "validate_checklist", "to_trajectory", "from_trajectory",
 }  # fmt: skip
 
 

@@ -12,13 +12,13 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from ..decision import Usage
 from ..errors import ConfigError, ModelError, ScriptedModelError
 from .base import ModelRequest, ModelResponse
 
-Step = Union[str, ModelError, Callable[[ModelRequest], str]]
+Step = str | ModelError | Callable[[ModelRequest], str]
 
 
 class ScriptedModel:

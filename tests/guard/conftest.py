@@ -37,5 +37,3 @@ def checklist():  # type: ignore[no-untyped-def]
         ),
         file="inline.yaml",
     )
-
-

@@ -63,13 +63,19 @@ def _assistant(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_read_only_tool_runs_and_returns_its_result(tools: GuardedTools) -> None:
-    messages = [{"role": "user", "content": "where is my order O1?"}, _assistant("call_1", "get_order", {"order_id": "O1"})]
+    messages = [
+        {"role": "user", "content": "where is my order O1?"},
+        _assistant("call_1", "get_order", {"order_id": "O1"}),
+    ]
     reply = tools.openai_chat(messages[-1]["tool_calls"][0], messages)
     assert reply == {"role": "tool", "tool_call_id": "call_1", "content": '{"order_id": "O1", "captured": 50}'}
 
 
 def test_blocked_call_returns_remediation_under_the_same_call_id_and_never_runs(tools: GuardedTools) -> None:
-    messages = [{"role": "user", "content": "refund O1"}, _assistant("call_2", "issue_refund", {"order_id": "O1", "amount": 50})]
+    messages = [
+        {"role": "user", "content": "refund O1"},
+        _assistant("call_2", "issue_refund", {"order_id": "O1", "amount": 50}),
+    ]
     reply = tools.openai_chat(messages[-1]["tool_calls"][0], messages)
     assert reply["tool_call_id"] == "call_2"
     assert reply["content"] == "Refunds are not allowed for this order; tell the user."

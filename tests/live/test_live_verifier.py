@@ -52,6 +52,8 @@ def test_real_model_blocks_an_obvious_violation(spec: str) -> None:
             Message(role="tool", tool_call_id="r1", content=json.dumps({"order_id": "O1", "captured": 50})),
         ]
     )
-    decision = guard.check(ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 900}), trajectory)
+    decision = guard.check(
+        ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 900}), trajectory
+    )
     assert decision.outcome == "block", decision
     assert decision.stage == "verifier" and decision.usage is not None and decision.usage.input_tokens > 0
