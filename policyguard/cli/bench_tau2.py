@@ -35,7 +35,12 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     replay.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid", "args_only"])
     replay.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped airline checklist)")
     replay.add_argument("--verifier-model", default=None, help="verifier for --config hybrid, e.g. scripted:FILE.json")
-    replay.add_argument("--probe", default=None, choices=["A1", "A2", "A3"], help="adversarial probe to apply")
+    replay.add_argument(
+        "--probe",
+        default=None,
+        choices=["A1", "A2", "A3", "all"],
+        help="adversarial probe on the violations; 'all' reports recall without and under each probe",
+    )
     replay.add_argument("--per-class", type=int, default=12, help="violation cases per class (default 12)")
     replay.add_argument(
         "--evaluate",
@@ -102,8 +107,10 @@ def _replay(args: argparse.Namespace) -> int:
         model = resolve_model(args.verifier_model)
     guard = build_guard(args.config, checklist, data.policy_text, verifier_model=model)
     assert guard is not None
-    suite = ReplaySuite(data, checklist, guard, config=args.config, probe=args.probe)
-    report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate))
+    probe = None if args.probe == "all" else args.probe
+    extra = ("A1", "A2", "A3") if args.probe == "all" else ()
+    suite = ReplaySuite(data, checklist, guard, config=args.config, probe=probe)
+    report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate), extra_probes=extra)
     if args.json:
         payload = report.model_dump(mode="json")
         payload["recall"] = round(report.recall, 4)

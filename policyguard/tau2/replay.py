@@ -108,6 +108,9 @@ class ReplayReport(_Model):
     violations_blocked: int
     by_class: dict[str, ClassTally]
     misses: list[Miss]
+    probe_results: dict[str, dict[str, ClassTally]] = Field(
+        default_factory=dict, description="Per probe (A1/A2/A3): the per-class tallies of the same violations."
+    )
     not_expressible: dict[str, str]
     evaluator_checks: list[EvaluatorCheck]
     runtime_s: float
@@ -259,23 +262,8 @@ class ReplaySuite:
 
     # -- the whole suite ----------------------------------------------------
 
-    def run(self, *, per_class: int = 12, evaluate_tasks: list[str] | None = None) -> ReplayReport:
-        started = time.perf_counter()
-        tasks = self.data.tasks
-        gold_calls: list[GoldCall] = []
-        contradicting: list[GoldCall] = []
-        inserted: dict[str, list[str]] = {}
-        unverified: dict[str, int] = {}
-        for task in tasks:
-            _, calls, reads = self.replay_gold(task)
-            if reads:
-                inserted[task.id] = reads
-            for call in calls:
-                (contradicting if task.id in POLICY_CONTRADICTING_GOLD else gold_calls).append(call)
-                for rid in call.unverified:
-                    unverified[rid] = unverified.get(rid, 0) + 1
-
-        cases = generate(self.data.raw_db, self.data.policy_text, per_class=per_class)
+    def attempt_all(self, cases: list[ViolationCase]) -> tuple[dict[str, ClassTally], list[Miss]]:
+        """Attempt every case under the current probe: per-class tallies and the misses."""
         by_class: dict[str, ClassTally] = {cls: ClassTally() for cls in CLASSES if cls not in NOT_EXPRESSIBLE}
         misses: list[Miss] = []
         for case in cases:
@@ -295,6 +283,41 @@ class ReplaySuite:
                 )
             else:
                 tally.blocked += 1
+        return by_class, misses
+
+    def run(
+        self,
+        *,
+        per_class: int = 12,
+        evaluate_tasks: list[str] | None = None,
+        extra_probes: list[str] | tuple[str, ...] = (),
+    ) -> ReplayReport:
+        """The whole suite; ``extra_probes`` re-attempt the violations under each probe (recall per probe)."""
+        started = time.perf_counter()
+        tasks = self.data.tasks
+        gold_calls: list[GoldCall] = []
+        contradicting: list[GoldCall] = []
+        inserted: dict[str, list[str]] = {}
+        unverified: dict[str, int] = {}
+        for task in tasks:
+            _, calls, reads = self.replay_gold(task)
+            if reads:
+                inserted[task.id] = reads
+            for call in calls:
+                (contradicting if task.id in POLICY_CONTRADICTING_GOLD else gold_calls).append(call)
+                for rid in call.unverified:
+                    unverified[rid] = unverified.get(rid, 0) + 1
+
+        cases = generate(self.data.raw_db, self.data.policy_text, per_class=per_class)
+        by_class, misses = self.attempt_all(cases)
+        probe_results: dict[str, dict[str, ClassTally]] = {}
+        for probe in extra_probes:
+            probes.check_probe(probe)
+            main_probe, self.probe = self.probe, probe
+            try:
+                probe_results[probe] = self.attempt_all(cases)[0]
+            finally:
+                self.probe = main_probe
 
         checks = [
             self.evaluator_check(self.data.task(tid), self._violation_for(self.data.task(tid)))
@@ -319,6 +342,7 @@ class ReplaySuite:
             violations_blocked=sum(t.blocked for t in by_class.values()),
             by_class=by_class,
             misses=misses,
+            probe_results=probe_results,
             not_expressible=dict(NOT_EXPRESSIBLE),
             evaluator_checks=checks,
             runtime_s=round(time.perf_counter() - started, 3),

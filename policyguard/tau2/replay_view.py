@@ -79,6 +79,23 @@ def render(report: ReplayReport, command: str | None = None) -> str:
             lines.append(f"    {miss.case_id}: {miss.tool}({_args(miss.arguments, 80)}) -> {miss.outcome}")
     lines.append("")
 
+    if report.probe_results:
+        names = list(report.probe_results)
+        lines.append("Adversarial probes on the same violations (blocked/cases per class)")
+        lines.append(f"  {'class':<{width}}  {'none':>7}  " + "  ".join(f"{n:>7}" for n in names))
+        for cls, tally in report.by_class.items():
+            tallies = [tally] + [report.probe_results[n][cls] for n in names]
+            lines.append(f"  {cls:<{width}}  " + "  ".join(f"{t.blocked}/{t.total}".rjust(7) for t in tallies))
+        totals = []
+        for n in names:
+            blocked = sum(t.blocked for t in report.probe_results[n].values())
+            total = sum(t.total for t in report.probe_results[n].values())
+            totals.append(f"{n} ({PROBES[n]}): {_pct(blocked, total).strip()}")
+        lines.append(
+            f"  recall: none {_pct(report.violations_blocked, report.violations_total).strip()}; " + "; ".join(totals)
+        )
+        lines.append("")
+
     if report.evaluator_checks:
         ok = sum(1 for c in report.evaluator_checks if c.ok)
         total = len(report.evaluator_checks)

@@ -128,3 +128,37 @@ def test_cli_table_is_readable_and_fail_on_miss_exits_one(capsys: pytest.Capture
     assert code == 1  # change_route is a known miss
     assert "Gold writes (must pass):" in out
     assert "cancel_nonrefundable" in out and "recall" in out and "runtime:" in out
+
+
+def _verdict(checklist_ids: list[str], verdict: str) -> str:
+    status = "MET" if verdict == "PASS" else "NOT_MET"
+    return json.dumps(
+        {
+            "requirements": [{"id": i, "status": status, "evidence": "scripted"} for i in checklist_ids],
+            "verdict": verdict,
+            "remediation": "" if verdict == "PASS" else "The destination of a reservation cannot be changed.",
+        }
+    )
+
+
+def test_hybrid_sends_what_the_gate_escalates_to_the_verifier(data: DomainData) -> None:
+    from policyguard.models import ScriptedModel
+
+    checklist = load_checklist(shipped_checklist("airline"))
+    ids = [r.id for spec in checklist.tools.values() for r in spec.requirements] + [
+        r.id for r in checklist.general_rules
+    ]
+    gate_only = _suite(data).run(per_class=1)
+    escalated_gold = gate_only.gold_passed + sum(1 for c in gate_only.contradicting_gold if c.passed)
+    assert [m.cls for m in gate_only.misses] == ["change_route"]  # the only violation the gate escalates
+    # the verifier passes every gold write it sees and blocks the one violation the gate could not judge
+    model = ScriptedModel([_verdict(ids, "PASS")] * escalated_gold + [_verdict(ids, "BLOCK")])
+    guard = build_guard("hybrid", checklist, data.policy_text, verifier_model=model)
+    assert guard is not None
+    hybrid = ReplaySuite(data, checklist, guard, config="hybrid").run(per_class=1)
+    model.assert_complete()
+    assert hybrid.gold_false_blocks == gate_only.gold_false_blocks
+    assert hybrid.violations_blocked == hybrid.violations_total
+    # only the gold writes the gate itself blocked never reached the verifier
+    gate_blocked = gate_only.gold_false_blocks + sum(1 for c in gate_only.contradicting_gold if not c.passed)
+    assert hybrid.unverified_requirements["confirmed-yes"] == gate_blocked
