@@ -75,12 +75,41 @@ class CelEvalError(CelError):
     """Evaluation failed: a missing key or field, a type error, a non-bool check result."""
 
 
+_PATH = re.compile(r"^\s*(args|facts|principal)((?:\s*\.\s*[A-Za-z_]\w*)*)\s*$")
+
+
+class Activation:
+    """Variables converted for CEL once, to evaluate several checks of one call.
+
+    Converting nested JSON facts into CEL values is most of an evaluation's
+    cost, so the gate builds one activation per call. Not thread-safe: build
+    one per call, never share it between threads.
+    """
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
+        self.variables = variables
+        self._context: Any = None
+
+    def context(self) -> Any:
+        if self._context is None:
+            import cel
+
+            now = self.variables.get("now")
+            if isinstance(now, datetime) and now.tzinfo is None:
+                raise CelEvalError("now must be a timezone-aware datetime")
+
+            self._context = cel.Context(variables=dict(self.variables), functions=_helpers(self.variables.get("now")))
+        return self._context
+
+
 @dataclass(frozen=True)
 class CheckProgram:
     """A compiled check. Immutable and safe to share between threads."""
 
     source: str
     _program: Any = field(repr=False, compare=False)
+    _facts: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    _path: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def variables(self) -> set[str]:
         """The top-level variables the expression reads (comprehension variables excluded)."""
@@ -91,21 +120,15 @@ class CheckProgram:
 
     def fact_names(self) -> set[str]:
         """The names X the expression uses as ``facts.X`` or ``facts["X"]``."""
-        names = set(_FACT_DOT.findall(self.source))
-        for double, single in _FACT_INDEX.findall(self.source):
-            names.add(double or single)
-        return names
+        return set(self._facts)
 
-    def evaluate(self, variables: Mapping[str, Any]) -> Any:
+    def evaluate(self, variables: Mapping[str, Any] | Activation) -> Any:
         """The expression's value; raises :class:`CelEvalError` on any evaluation failure."""
-        import cel
-
-        now = variables.get("now")
-        if isinstance(now, datetime) and now.tzinfo is None:
-            raise CelEvalError("now must be a timezone-aware datetime")
-        context = cel.Context(variables=dict(variables), functions=_helpers(now))
+        activation = variables if isinstance(variables, Activation) else Activation(variables)
+        if self._path is not None:  # a plain path such as args.order_id: no engine needed
+            return self._walk(activation.variables)
         try:
-            return self._program.execute(context)
+            return self._program.execute(activation.context())
         except KeyError as exc:
             key = exc.args[0] if exc.args else "?"
             raise CelEvalError(
@@ -114,12 +137,26 @@ class CheckProgram:
         except (TypeError, ValueError, RuntimeError, ArithmeticError) as exc:
             raise CelEvalError(f"{self.source!r}: {exc}") from exc
 
-    def holds(self, variables: Mapping[str, Any]) -> bool:
+    def holds(self, variables: Mapping[str, Any] | Activation) -> bool:
         """True only if the expression evaluates to exactly ``true``; a non-bool is an error."""
         result = self.evaluate(variables)
         if not isinstance(result, bool):
             raise CelEvalError(f"check must return a bool, got {type(result).__name__}: {self.source!r}")
         return result
+
+    def _walk(self, variables: Mapping[str, Any]) -> Any:
+        assert self._path is not None
+        head, *rest = self._path
+        if head not in variables:
+            raise CelEvalError(f"no such key or field {head!r} in {self.source!r}")
+        value = variables[head]
+        for key in rest:
+            if not isinstance(value, Mapping) or key not in value:
+                raise CelEvalError(
+                    f"no such key or field {key!r} in {self.source!r} (test optional fields with has(...))"
+                )
+            value = value[key]
+        return value
 
 
 def compile_check(expression: str) -> CheckProgram:
@@ -132,7 +169,25 @@ def compile_check(expression: str) -> CheckProgram:
         program = cel.compile(expression)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise CelCompileError(str(exc)) from exc
-    return CheckProgram(source=expression, _program=program)
+    return CheckProgram(
+        source=expression, _program=program, _facts=_fact_names(expression), _path=_plain_path(expression)
+    )
+
+
+def _fact_names(source: str) -> frozenset[str]:
+    names = set(_FACT_DOT.findall(source))
+    for double, single in _FACT_INDEX.findall(source):
+        names.add(double or single)
+    return frozenset(names)
+
+
+def _plain_path(source: str) -> tuple[str, ...] | None:
+    """``("args", "order_id")`` for a bare path expression, else None (the engine evaluates it)."""
+    match = _PATH.match(source)
+    if match is None:
+        return None
+    rest = [part.strip() for part in match.group(2).split(".") if part.strip()]
+    return (match.group(1), *rest)
 
 
 def parse_timestamp(text: str, default_tz: tzinfo | None) -> datetime:

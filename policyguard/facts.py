@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .cel import CelError, CheckProgram, compile_check
 from .checklist import Checklist, FactSource
-from .messages import ToolCall, ToolResult, Trajectory
+from .messages import HasToolResults, ToolCall, ToolResult
 
 
 @runtime_checkable
@@ -71,7 +71,9 @@ def format_read(tool: str, keys: dict[str, Any]) -> str:
     return f"{tool}({inner})"
 
 
-def successful_results(trajectory: Trajectory, tool: str, keys: dict[str, Any] | None = None) -> Iterator[ToolResult]:
+def successful_results(
+    trajectory: HasToolResults, tool: str, keys: dict[str, Any] | None = None
+) -> Iterator[ToolResult]:
     """Non-error results of ``tool`` in order, whose call arguments equal ``keys`` (when given)."""
     for result in trajectory.tool_results():
         if result.call.name != tool or result.is_error:
@@ -110,7 +112,7 @@ def fact_closure(checklist: Checklist, names: set[str]) -> set[str]:
 def resolve_facts(
     checklist: Checklist,
     call: ToolCall,
-    trajectory: Trajectory,
+    trajectory: HasToolResults,
     needed: set[str],
     resolver: StateResolver | None = None,
     *,
@@ -127,7 +129,7 @@ def _resolve_one(
     name: str,
     checklist: Checklist,
     call: ToolCall,
-    trajectory: Trajectory,
+    trajectory: HasToolResults,
     resolver: StateResolver | None,
     principal: str | None,
     out: FactsResult,
@@ -191,7 +193,7 @@ def _resolve_one(
     out.values[name] = value
 
 
-def resolve_principal(checklist: Checklist, trajectory: Trajectory, context_principal: str | None) -> str | None:
+def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_principal: str | None) -> str | None:
     """The authenticated user: the integrator's value, else the checklist's PrincipalSource, else None."""
     if context_principal is not None:
         return context_principal

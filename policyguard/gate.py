@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cel import CHECK_VARIABLES, CelCompileError, CelEvalError, CheckProgram, compile_check
+from .cel import CHECK_VARIABLES, Activation, CelCompileError, CelEvalError, CheckProgram, compile_check
 from .checklist import Checklist, Requirement
 from .decision import Decision, RequirementResult
 from .errors import ChecklistError
@@ -36,7 +36,7 @@ from .facts import (
     resolve_principal,
     successful_results,
 )
-from .messages import ToolCall, Trajectory
+from .messages import HasToolResults, ToolCall, ToolResultsView, Trajectory
 from .stages import CheckContext
 
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
@@ -131,13 +131,14 @@ class HardGate:
             return Decision.allow(stage="read_only", **base)
 
         requirements = checklist.requirements_for(call.name)
-        principal = resolve_principal(checklist, trajectory, context.principal)
+        view = ToolResultsView(trajectory)  # scanned several times below: list it once
+        principal = resolve_principal(checklist, view, context.principal)
         needed: set[str] = set()
         for req in requirements:
             if req.check is not None:
                 needed |= self._programs[req.id].fact_names()
         try:
-            facts = resolve_facts(checklist, call, trajectory, needed, self._resolver, principal=principal)
+            facts = resolve_facts(checklist, call, view, needed, self._resolver, principal=principal)
         except Exception as exc:  # fail closed on anything unexpected
             return Decision.block(
                 stage="gate_error",
@@ -150,7 +151,9 @@ class HardGate:
         results: list[RequirementResult] = []
         denials: list[str] = []
         errors: list[str] = []
-        variables = {"args": call.arguments, "facts": facts.values, "principal": principal, "now": context.now}
+        variables = Activation(
+            {"args": call.arguments, "facts": facts.values, "principal": principal, "now": context.now}
+        )
         for req in requirements:
             if req.check is None:
                 results.append(
@@ -160,7 +163,7 @@ class HardGate:
                 )
                 continue
             program = self._programs[req.id]
-            blocked = self._missing_reads(req, program, call, trajectory, facts)
+            blocked = self._missing_reads(req, program, call, view, facts)
             if blocked is not None:
                 evidence, message = blocked
                 results.append(RequirementResult(id=req.id, status="NOT_MET", evidence=evidence, judged_by="gate"))
@@ -210,7 +213,7 @@ class HardGate:
         return Decision.escalate(stage="gate", **fields)
 
     def _missing_reads(
-        self, req: Requirement, program: CheckProgram, call: ToolCall, trajectory: Trajectory, facts: FactsResult
+        self, req: Requirement, program: CheckProgram, call: ToolCall, trajectory: HasToolResults, facts: FactsResult
     ) -> tuple[str, str] | None:
         """(evidence, remediation) when a fact or prerequisite read is missing, else None."""
         for fact in sorted(program.fact_names()):

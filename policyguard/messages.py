@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, Literal
+from functools import cached_property
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +27,9 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
-    @property
+    @cached_property
     def args_sha256(self) -> str:
+        """The sha256 of the canonical arguments (computed once: the call is frozen)."""
         return args_sha256(self.arguments)
 
 
@@ -82,7 +84,8 @@ class Trajectory(BaseModel):
                     pending[call.id] = call
             elif message.role == "tool" and message.tool_call_id in pending:
                 call = pending.pop(message.tool_call_id)
-                yield ToolResult(
+                # the parts were validated when the messages were built
+                yield ToolResult.model_construct(
                     call=call, content=message.content or "", is_error=message.is_error, index=index
                 )
 
@@ -102,3 +105,19 @@ class Trajectory(BaseModel):
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
+
+
+class HasToolResults(Protocol):
+    """Anything that lists trusted tool results: a Trajectory or a ToolResultsView."""
+
+    def tool_results(self) -> Iterator[ToolResult]: ...
+
+
+class ToolResultsView:
+    """A trajectory's tool results computed once, for code that scans them many times per call."""
+
+    def __init__(self, trajectory: HasToolResults) -> None:
+        self._results = list(trajectory.tool_results())
+
+    def tool_results(self) -> Iterator[ToolResult]:
+        return iter(self._results)
