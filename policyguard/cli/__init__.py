@@ -21,7 +21,9 @@ def _modules(prefix: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="policyguard", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="policyguard", description="Enforce company policy on LLM agents at the tool boundary."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _modules("cmd_"):
         importlib.import_module(f"{__name__}.{name}").register(sub)
