@@ -163,7 +163,7 @@ class ReplaySuite:
         """Replay ``task``'s gold actions; every gold write is checked by the guard first."""
         actions = gold_actions(task)
         writes = [name for name, _ in actions if name in self.data.write_tools]
-        if transcript is None:
+        if transcript is None:  # a task that writes nothing may share the read-only pristine environment
             transcript = Transcript(self.data.fresh_env() if writes else self._pristine_env(), prefix=f"t{task.id}_")
         transcript.user(_opening(task))
         user = task_user_id(task)
@@ -247,7 +247,7 @@ class ReplaySuite:
 
     def evaluator_check(self, task: Task, case: ViolationCase) -> EvaluatorCheck:
         """Gold + ``case`` blocked and removed vs gold + ``case`` executed, both scored by tau2."""
-        transcript, _, _ = self.replay_gold(task)
+        transcript, _, _ = self.replay_gold(task, Transcript(self.data.fresh_env(), prefix=f"t{task.id}_"))
         decision = self.attempt(case, transcript)
         blocked_reward = evaluate(self.data, task, transcript.messages)
         transcript.call(case.tool, case.arguments, write=True)

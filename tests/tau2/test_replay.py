@@ -41,7 +41,7 @@ def _suite(data: DomainData, probe: str | None = None) -> ReplaySuite:
 
 @pytest.fixture(scope="module")
 def report(data: DomainData) -> ReplayReport:
-    return _suite(data).run(per_class=4, evaluate_tasks=["3", "40"])
+    return _suite(data).run(per_class=4, evaluate_tasks=["4", "10", "40"])
 
 
 def test_every_gold_write_passes_except_the_known_gold_disagreement(report: ReplayReport) -> None:
@@ -85,8 +85,10 @@ def test_injected_violations_block_per_class(report: ReplayReport) -> None:
 
 
 def test_tau2_evaluator_keeps_reward_when_blocked_and_drops_it_when_executed(report: ReplayReport) -> None:
-    assert [(c.task_id, c.ok) for c in report.evaluator_checks] == [("3", True), ("40", True)]
-    check = report.evaluator_checks[1]
+    # tasks 4 and 10 write nothing and inject the same cancellation: each must start from a clean database
+    assert [(c.task_id, c.ok) for c in report.evaluator_checks] == [("4", True), ("10", True), ("40", True)]
+    assert report.evaluator_checks[0].violation == report.evaluator_checks[1].violation
+    check = report.evaluator_checks[2]
     assert check.blocked_by_guard and check.reward_gold_plus_blocked == 1.0 and check.reward_gold_plus_executed == 0.0
 
 
