@@ -73,6 +73,8 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     run.add_argument("--max-steps", type=int, default=100)
     run.add_argument("--output", required=True, help="output directory")
     run.add_argument("--resume", action="store_true", help="continue a run in --output, skipping finished sims")
+    run.add_argument("--agent-llm-args", default=None, help='JSON for the agent model (default {"temperature": 0.0})')
+    run.add_argument("--user-llm-args", default=None, help='JSON for the user model (default {"temperature": 0.0})')
     run.set_defaults(func=_tau2)
 
     report = bench_subparsers.add_parser(
@@ -127,9 +129,22 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _tau2(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
     from ..tau2.runner import RunSpec, run_benchmark
 
+    extra: dict[str, dict[str, object]] = {}
+    for name in ("agent_llm_args", "user_llm_args"):
+        raw = getattr(args, name)
+        if raw is not None:
+            try:
+                value = json.loads(raw)
+            except ValueError as exc:
+                raise ConfigError(f"--{name.replace('_', '-')}: not JSON: {exc}") from exc
+            if not isinstance(value, dict):
+                raise ConfigError(f"--{name.replace('_', '-')}: must be a JSON object")
+            extra[name] = value
     spec = RunSpec(
+        **extra,  # type: ignore[arg-type]
         domain=args.domain,
         config=args.config,
         agent_model=args.agent_model,

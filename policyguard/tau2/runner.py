@@ -62,6 +62,8 @@ class RunSpec(BaseModel):
     max_errors: int = 10
     retries: int = Field(default=2, ge=0)
     seed: int = DEFAULT_SEED
+    agent_llm_args: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.0})
+    user_llm_args: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.0})
 
     def identity(self) -> dict[str, Any]:
         """The fields a resumed run must share with the original (not concurrency or retries)."""
@@ -177,12 +179,12 @@ def simulate(ctx: RunContext, task_id: str, trial: int) -> SimResult:
             tools=env.get_tools(),
             domain_policy=env.get_policy(),
             llm=spec.agent_model,
-            llm_args={"temperature": 0.0},
+            llm_args=dict(spec.agent_llm_args),
             guard=guard,
             is_mutating=ctx.checklist.is_mutating,
         )
         user = UserSimulator(
-            tools=None, instructions=str(task.user_scenario), llm=spec.user_model, llm_args={"temperature": 0.0}
+            tools=None, instructions=str(task.user_scenario), llm=spec.user_model, llm_args=dict(spec.user_llm_args)
         )
         simulation = Orchestrator(
             domain=spec.domain,

@@ -153,3 +153,29 @@ def test_report_writes_markdown_metrics_and_plots(tmp_path: Path, context: RunCo
     gate = metrics[f"gate_only@{tmp_path / 'gate'}"]
     assert gate["verdict"] == {"tp": 2, "fp": 0, "fn": 0, "tn": 0}  # task 8's cancel of X is not a gold write
     assert gate["pass_hat_k_pv"] == {"1": 0.5, "2": 0.5}  # task 0 passes, task 1 fails
+
+
+@pytest.mark.slow
+def test_simulate_runs_tau2_for_real_with_litellm_mock_responses(context: RunContext) -> None:
+    from policyguard.tau2.runner import simulate
+
+    mocked = spec(
+        tasks=["10"],
+        agent_llm_args={"mock_response": "How can I help?"},
+        user_llm_args={"mock_response": "###STOP###"},
+    )
+    ctx = RunContext(spec=mocked, data=context.data, checklist=context.checklist, verifier_model=None)
+    result = simulate(ctx, "10", 0)
+    assert result.infra_error is None
+    assert (result.termination_reason, result.reward) == ("user_stop", 1.0)  # task 10 expects no write
+    assert result.executed == [] and result.attempts == []
+    assert result.agent_user_turns == 2 and result.seed == mocked.seed
+
+
+def test_simulate_turns_a_provider_failure_into_an_infra_error(context: RunContext) -> None:
+    from policyguard.tau2.runner import simulate
+
+    failing = spec(tasks=["10"], user_llm_args={"mock_response": Exception("provider down"), "num_retries": 0})
+    ctx = RunContext(spec=failing, data=context.data, checklist=context.checklist, verifier_model=None)
+    result = simulate(ctx, "10", 1)
+    assert result.reward is None and result.infra_error is not None and "provider down" in result.infra_error
