@@ -36,7 +36,7 @@ def render(report: ReplayReport, command: str | None = None) -> str:
     )
     for call in report.gold_blocked_calls:
         lines.append(f"  FALSE BLOCK task {call.task_id}: {call.tool}({_args(call.arguments)})")
-        lines.append(f"    {call.stage}: {(call.message or '').strip()[:200]}")
+        lines.append(f"    {call.stage}: {(call.message or '').strip()[:320]}")
         if call.task_id in GOLD_DISAGREEMENTS:
             lines.append(f"    note: {GOLD_DISAGREEMENTS[call.task_id]}")
     if report.config == "gate_only" and report.unverified_requirements:
