@@ -6,7 +6,10 @@ trajectory. The seam that respects this is the agent itself: when the guard
 blocks a call, :class:`GuardedAgent` keeps the attempt and the remediation (as
 an error tool message) in its *own* state, asks the model again, and returns to
 the orchestrator only a message whose calls were all accepted. The blocked
-attempt is recorded in :attr:`GuardedAgent.events` for the metrics.
+attempt is recorded in :attr:`GuardedAgent.events` for the metrics. A ``halt``
+is handled like a block (the orchestrator offers no clean way for an agent to
+end the run from inside a turn); after ``max_blocks_per_turn`` blocks in one
+turn the agent tells the user it cannot complete the action.
 
 ``GuardedAgent`` subclasses tau2's ``LLMAgent`` so tau2's builders accept it.
 The class is created on first use (:func:`guarded_agent_class`) because tau2 is
@@ -22,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..decision import Decision
+from ..messages import ToolCall
 from .domain import to_policyguard
 from .guarding import CallChecker
 
@@ -130,8 +134,6 @@ def guarded_agent_class() -> type:
             history = to_policyguard(state.system_messages + state.messages)
             blocked: dict[str, str] = {}
             for call in assistant.tool_calls:
-                from ..messages import ToolCall
-
                 pending = ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
                 started = time.perf_counter()
                 decision = self.guard.check(pending, history)
