@@ -75,6 +75,9 @@ def _event(turn: int, call: Any, decision: Decision, mutating: bool, latency: fl
 @cache
 def guarded_agent_class() -> type:
     """tau2 ``LLMAgent`` subclass that routes every tool call through a guard."""
+    from .domain import import_tau2
+
+    import_tau2()  # sets the offline litellm cost map before tau2's agent module imports litellm
     from tau2.agent.llm_agent import LLMAgent
     from tau2.data_model.message import AssistantMessage, MultiToolMessage, ToolMessage
 

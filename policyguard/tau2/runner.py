@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .domain import DomainData
 
 SIMS_DIR = "sims"
+_YES = re.compile(r"\byes\b", re.IGNORECASE)
 SPEC_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 DEFAULT_SEED = 300
@@ -226,7 +228,7 @@ def _result(
     said_yes = False
     for index, message in enumerate(simulation.messages):
         role = getattr(message, "role", None)
-        if role == "user" and message.content and "yes" in message.content.lower():
+        if role == "user" and message.content and _YES.search(message.content):
             said_yes = True
         for call in getattr(message, "tool_calls", None) or []:
             if role != "assistant":

@@ -106,3 +106,23 @@ def test_without_the_guard_the_same_write_executes_and_the_reward_drops_to_zero(
     assert "cancel_reservation" in _called(simulation)
     assert reward.reward == 0.0
     assert agent.events == []
+
+
+def test_the_runner_records_both_views_of_the_guarded_run() -> None:
+    from policyguard.checklist import load_checklist
+    from policyguard.resources import shipped_checklist
+    from policyguard.tau2.domain import DomainData
+    from policyguard.tau2.runner import RunContext, RunSpec, _result
+
+    simulation, reward, agent = _run(guarded=True, inject=True)
+    spec = RunSpec(config="gate_only", agent_model="scripted", user_model="scripted", tasks=["40"])
+    ctx = RunContext(spec, DomainData.load("airline"), load_checklist(shipped_checklist("airline")), None)
+    base = {"domain": "airline", "config": "gate_only", "task_id": "40", "trial": 0, "seed": 0}
+    result = _result(base, simulation, reward.reward, ctx, agent, 1.0)
+    assert [(a.tool, a.outcome) for a in result.attempts] == [
+        ("cancel_reservation", "block"),
+        ("update_reservation_passengers", "allow"),
+    ]  # verdict view: every attempted write
+    assert [c.tool for c in result.executed] == ["update_reservation_passengers"]  # runtime view
+    assert result.confirmed_before == [True] and result.prerequisites_read == [True]
+    assert result.reward == 1.0 and result.termination_reason == "user_stop"

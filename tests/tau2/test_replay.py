@@ -164,3 +164,8 @@ def test_hybrid_sends_what_the_gate_escalates_to_the_verifier(data: DomainData) 
     # only the gold writes the gate itself blocked never reached the verifier
     gate_blocked = gate_only.gold_false_blocks + sum(1 for c in gate_only.contradicting_gold if not c.passed)
     assert hybrid.unverified_requirements["confirmed-yes"] == gate_blocked
+
+
+def test_cli_hybrid_without_a_verifier_model_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "replay", "--config", "hybrid"]) == 2
+    assert "--verifier-model" in capsys.readouterr().err
