@@ -135,7 +135,15 @@ class RunContext:
         if spec.config not in CONFIGS:
             raise ConfigError(f"unknown config {spec.config!r}; expected one of {', '.join(CONFIGS)}")
         data = DomainData.load(spec.domain)
-        checklist = load_checklist(spec.checklist or shipped_checklist(spec.domain))
+        if spec.checklist is None and spec.config == "baseline":
+            try:
+                path = shipped_checklist(spec.domain)
+            except ConfigError:  # the baseline needs no checklist: tau2's own tool types say what writes
+                checklist = tool_type_checklist(data)
+            else:
+                checklist = load_checklist(path)
+        else:
+            checklist = load_checklist(spec.checklist or shipped_checklist(spec.domain))
         model = resolve_model(spec.verifier_model) if needs_verifier(spec.config) and spec.verifier_model else None
         return cls(spec=spec, data=data, checklist=checklist, verifier_model=model)
 
@@ -146,6 +154,19 @@ class RunContext:
         if unknown:
             raise ConfigError(f"unknown task id(s): {', '.join(unknown)}")
         return ids
+
+
+def tool_type_checklist(data: DomainData) -> Checklist:
+    """A requirement-free checklist that only says which tools are read-only (tau2's ``ToolType``)."""
+    from ..canonical import policy_version
+    from ..checklist import PolicyRef, ToolSpec
+
+    env = data.fresh_env()
+    assert env.tools is not None
+    read_only = {name: ToolSpec(mutating=False) for name in env.tools.get_tools() if name not in data.write_tools}
+    return Checklist(
+        policy=PolicyRef(name=f"tau2-{data.domain}", version=policy_version(data.policy_text)), tools=read_only
+    )
 
 
 # -- one simulation -----------------------------------------------------------

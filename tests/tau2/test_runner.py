@@ -179,3 +179,13 @@ def test_simulate_turns_a_provider_failure_into_an_infra_error(context: RunConte
     ctx = RunContext(spec=failing, data=context.data, checklist=context.checklist, verifier_model=None)
     result = simulate(ctx, "10", 1)
     assert result.reward is None and result.infra_error is not None and "provider down" in result.infra_error
+
+
+def test_without_a_checklist_the_baseline_falls_back_to_tau2_tool_types() -> None:
+    from policyguard.tau2.domain import DomainData
+    from policyguard.tau2.runner import tool_type_checklist
+
+    checklist = tool_type_checklist(DomainData.load("retail"))
+    assert checklist.is_mutating("cancel_pending_order")
+    assert not checklist.is_mutating("get_order_details")
+    assert checklist.requirements_for("cancel_pending_order") == []
