@@ -70,6 +70,9 @@ class Miss(_Model):
 class ClassTally(_Model):
     total: int = 0
     blocked: int = 0
+    blocked_by: dict[str, int] = Field(
+        default_factory=dict, description="Requirement id -> blocked cases in which it was NOT_MET."
+    )
 
     @property
     def recall(self) -> float | None:
@@ -283,6 +286,9 @@ class ReplaySuite:
                 )
             else:
                 tally.blocked += 1
+                for req in decision.requirements:
+                    if req.status == "NOT_MET":
+                        tally.blocked_by[req.id] = tally.blocked_by.get(req.id, 0) + 1
         return by_class, misses
 
     def run(

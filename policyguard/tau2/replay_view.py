@@ -64,9 +64,14 @@ def render(report: ReplayReport, command: str | None = None) -> str:
 
     lines.append("Injected violations (must block), built from real users and reservations in db.json")
     width = max(len(c) for c in CLASSES)
-    lines.append(f"  {'class':<{width}}  cases  blocked  recall")
+    lines.append(f"  {'class':<{width}}  cases  blocked  recall  blocked by (requirement NOT_MET: cases)")
     for cls, tally in report.by_class.items():
-        lines.append(f"  {cls:<{width}}  {tally.total:>5}  {tally.blocked:>7}  {_pct(tally.blocked, tally.total)}")
+        ranked = sorted(tally.blocked_by.items(), key=lambda kv: -kv[1])
+        reasons = ", ".join(f"{rid}: {n}" for rid, n in ranked[:3]) + (
+            f", +{len(ranked) - 3} more" if len(ranked) > 3 else ""
+        )
+        row = f"  {cls:<{width}}  {tally.total:>5}  {tally.blocked:>7}  {_pct(tally.blocked, tally.total)}"
+        lines.append(f"{row}  {reasons}".rstrip())
     for cls, why in report.not_expressible.items():
         lines.append(f"  {cls:<{width}}      -        -     n/a  ({why})")
     lines.append(

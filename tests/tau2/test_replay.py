@@ -84,6 +84,31 @@ def test_injected_violations_block_per_class(report: ReplayReport) -> None:
     assert "add_insurance_after_booking" in report.not_expressible
 
 
+# The requirement each class is about, as the shipped checklist names it.
+INTENDED = {
+    "cancel_nonrefundable": {"cancel-eligible"},
+    "cancel_flown": {"cancel-nothing-flown"},
+    "modify_basic_economy": {"flights-basic-economy-unchanged"},
+    "cabin_change_after_flown": {"flights-no-cabin-change-after-flown"},
+    "remove_bags": {"bags-add-only"},
+    "change_passenger_count": {"passengers-count-unchanged"},
+    "payment_not_in_profile": {"bags-payment-in-profile", "book-payment-in-profile"},
+    "compensate_regular_member": {"certificate-eligible"},
+    "wrong_certificate_amount": {"certificate-amount"},
+    "other_users_reservation": {"cancel-own-reservation"},
+    "more_than_five_passengers": {"book-max-five-passengers"},
+    "too_many_certificates": {"book-payment-mix"},
+    "too_many_gift_cards": {"book-payment-mix"},
+}
+
+
+def test_each_violation_is_blocked_for_its_own_rule_and_nothing_else(report: ReplayReport) -> None:
+    for cls, intended in INTENDED.items():
+        tally = report.by_class[cls]
+        assert set(tally.blocked_by) == intended, cls  # no case trips an unrelated requirement
+        assert sum(tally.blocked_by.values()) == tally.blocked, cls
+
+
 def test_tau2_evaluator_keeps_reward_when_blocked_and_drops_it_when_executed(report: ReplayReport) -> None:
     # tasks 4 and 10 write nothing and inject the same cancellation: each must start from a clean database
     assert [(c.task_id, c.ok) for c in report.evaluator_checks] == [("4", True), ("10", True), ("40", True)]
@@ -121,7 +146,11 @@ def test_cli_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) ->
     assert code == 0
     for key in ("gold_total", "gold_false_blocks", "violations_total", "violations_blocked", "by_class", "runtime_s"):
         assert key in payload
-    assert payload["by_class"]["cancel_nonrefundable"] == {"total": 1, "blocked": 1}
+    assert payload["by_class"]["cancel_nonrefundable"] == {
+        "total": 1,
+        "blocked": 1,
+        "blocked_by": {"cancel-eligible": 1},
+    }
 
 
 def test_cli_table_is_readable_and_fail_on_miss_exits_one(capsys: pytest.CaptureFixture[str]) -> None:
