@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,9 +26,14 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
-    @cached_property
+    @property
     def args_sha256(self) -> str:
-        """The sha256 of the canonical arguments (computed once: the call is frozen)."""
+        """The sha256 of the canonical arguments.
+
+        Computed on every access, never cached: ``arguments`` is a dict and can be
+        mutated after a decision, and a stale hash would let the executor accept
+        arguments that were changed after the allow.
+        """
         return args_sha256(self.arguments)
 
 

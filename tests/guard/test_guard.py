@@ -228,3 +228,10 @@ def test_blocked_call_leaves_the_environment_view_and_remediation_takes_its_plac
     last = agent.messages[-1]
     assert last.role == "tool" and last.tool_call_id == "c1" and last.is_error
     assert last.content == "Ask the user to confirm first."
+
+
+def test_arguments_mutated_after_a_decision_change_the_hash() -> None:
+    call = ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 50})
+    before = call.args_sha256
+    call.arguments["amount"] = 51  # the dict inside a frozen model is still mutable
+    assert call.args_sha256 != before
