@@ -164,11 +164,19 @@ class Guard:
             decision = first
         return self._finish(call, decision, started)
 
-    def record_execution(self, decision: Decision, *, executed: bool, error: str | None = None) -> None:
-        """Tell the guard whether an allowed call reached the tool (runtime view)."""
+    def record_execution(
+        self, decision: Decision, *, executed: bool, error: str | None = None, emit_event: bool = True
+    ) -> None:
+        """Tell the guard whether an allowed call reached the tool (runtime view).
+
+        ``emit_event=False`` updates the counters only, for executors that write
+        their own ``execute`` event to the same trace.
+        """
         if executed:
             mutating = self.checklist.is_mutating(decision.tool or "")
             self._counters.add(executed=1, executed_mutating=1 if mutating else 0)
+            if not emit_event:
+                return
             self.trace.emit(
                 "execute",
                 call_id=decision.call_id,

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from .decision import Decision
 from .guard import Guard, remediation_message
 from .messages import ToolCall, Trajectory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .executor import GuardedExecutor
 
 
 class ToolOutcome(BaseModel):
@@ -38,11 +41,27 @@ class GuardedTools:
     Tool functions take the call's arguments as keyword arguments and return
     anything JSON-serialisable (or a string). An exception raised by the tool is
     returned to the model as an error result, as a plain loop would.
+
+    With an ``executor`` (a :class:`policyguard.executor.GuardedExecutor`, and a
+    guard built with ``grants=``), allowed calls run only through the executor,
+    which verifies the call-bound grant, consumes its nonce and keeps the ledger;
+    ``tools`` is then unused.
     """
 
-    def __init__(self, guard: Guard, tools: dict[str, Callable[..., Any]]) -> None:
+    def __init__(
+        self,
+        guard: Guard,
+        tools: dict[str, Callable[..., Any]] | None = None,
+        *,
+        executor: GuardedExecutor | None = None,
+    ) -> None:
+        if executor is not None and guard.grants is None:
+            from .errors import ConfigError
+
+            raise ConfigError("an executor needs a guard that issues grants (Guard(..., grants=GrantIssuer(...)))")
         self.guard = guard
-        self.tools = dict(tools)
+        self.tools = dict(tools or {})
+        self.executor = executor
 
     def run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
         """Check one call against the dialogue so far and run it if allowed."""
@@ -57,6 +76,8 @@ class GuardedTools:
                 executed=False,
                 decision=decision,
             )
+        if self.executor is not None:
+            return self._through_executor(call, decision)
         function = self.tools.get(call.name)
         if function is None:
             self.guard.record_execution(decision, executed=False, error="unknown tool")
@@ -83,6 +104,32 @@ class GuardedTools:
         content = result if isinstance(result, str) else json.dumps(result, default=str)
         return ToolOutcome(
             call_id=call.id, tool=call.name, content=content, is_error=False, executed=True, decision=decision
+        )
+
+    def _through_executor(self, call: ToolCall, decision: Decision) -> ToolOutcome:
+        assert self.executor is not None
+        result = self.executor.execute(call, decision.grant, principal=self.guard.principal, resource=None)
+        if result.executed or result.replayed_from_ledger:
+            if result.executed:
+                self.guard.record_execution(decision, executed=True, emit_event=self.executor.trace is None)
+            content = result.result if isinstance(result.result, str) else json.dumps(result.result, default=str)
+            failed = result.error is not None
+            return ToolOutcome(
+                call_id=call.id,
+                tool=call.name,
+                content=f"Error: {result.error}" if failed else content,
+                is_error=failed,
+                executed=result.executed,
+                decision=decision,
+            )
+        self.guard.record_execution(decision, executed=False, error=result.reason)
+        return ToolOutcome(
+            call_id=call.id,
+            tool=call.name,
+            content=f"Error: the call was refused at execution ({result.reason}). Do not retry it unchanged.",
+            is_error=True,
+            executed=False,
+            decision=decision,
         )
 
     def openai_chat(self, tool_call: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
