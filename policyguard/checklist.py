@@ -107,6 +107,15 @@ class FactSource(_Model):
 
     tool: str
     match: dict[str, str] = Field(default_factory=dict)
+    refreshed_by: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Write tools whose successful result is the updated record, called with the same key "
+            "arguments (e.g. update_reservation_flights returns the reservation). The newest result of "
+            "the read tool or of these writes is the fact, so a write the agent made is not judged on "
+            "the state before it."
+        ),
+    )
     description: str | None = None
 
 

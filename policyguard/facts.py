@@ -181,10 +181,12 @@ def _resolve_one(
             return
 
     value = None
-    for result in successful_results(trajectory, source.tool, keys):
-        parsed = result.json()
-        if parsed is not None:
-            value = parsed  # keep going: the newest result wins
+    newest = -1
+    for tool in (source.tool, *source.refreshed_by):
+        for result in successful_results(trajectory, tool, keys):
+            parsed = result.json()
+            if parsed is not None and result.index > newest:
+                value, newest = parsed, result.index  # the newest read or write result wins
     if value is None:
         read = format_read(source.tool, keys)
         out.reads[name] = read

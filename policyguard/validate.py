@@ -399,6 +399,15 @@ class _Semantics:
             elif self.known is not None and self.known[source.tool].mutating is True:
                 self.out.add((*base, "tool"), f"fact source {source.tool!r} writes state; facts come from read tools")
             params = self.known[source.tool].parameters if self.known and source.tool in self.known else None
+            for index, writer in enumerate(source.refreshed_by):
+                where: PathKey = (*base, "refreshed_by", index)
+                if not self.tool_exists(writer):
+                    self.out.add(where, f"unknown tool {writer!r}")
+                    continue
+                writer_params = self.known[writer].parameters if self.known and writer in self.known else None
+                missing = sorted(set(source.match) - set(writer_params)) if writer_params is not None else []
+                if missing:
+                    self.out.add(where, f"{writer!r} has no parameter {missing[0]!r} to match the {fact} by")
             self.fact_programs[fact] = {}
             for read_arg, expression in source.match.items():
                 path: PathKey = (*base, "match", read_arg)

@@ -122,7 +122,8 @@ def ensure_reads(
                 else:
                     todo.extend((source_tool, found) for found in context(source_tool)[:1])
             elif transcript.last_write_index >= 0:
-                newest = max(r.index for r in successful_results(trajectory, source_tool, keys))
+                sources = (source_tool, *checklist.facts[name].refreshed_by)  # a write's own result is fresh
+                newest = max(r.index for t in sources for r in successful_results(trajectory, t, keys))
                 if newest < transcript.last_write_index:
                     todo.append((source_tool, keys))
         fresh = [(t, k) for t, k in todo if _label(t, k) not in tried]

@@ -180,3 +180,39 @@ def test_no_principal_source_means_no_principal(checklist: Checklist, dialogue: 
     bare = checklist.model_copy(update={"principal": None})
     trajectory = dialogue().read("get_user_details", {"user_id": "alice"}, {"user_id": "alice"}).build()
     assert resolve_principal(bare, trajectory, None) is None
+
+
+def test_a_write_that_returns_the_updated_record_refreshes_the_fact() -> None:
+    from policyguard import Message, ToolCall, Trajectory, parse_checklist
+    from policyguard.canonical import policy_version
+    from policyguard.facts import resolve_facts
+
+    checklist = parse_checklist(
+        f"""
+policy: {{name: p, version: "{policy_version("p")}"}}
+facts:
+  order:
+    tool: get_order
+    match: {{order_id: args.order_id}}
+    refreshed_by: [update_order]
+"""
+    )
+    read = ToolCall(id="r1", name="get_order", arguments={"order_id": "O1"})
+    write = ToolCall(id="w1", name="update_order", arguments={"order_id": "O1", "status": "modified"})
+    failed = ToolCall(id="w2", name="update_order", arguments={"order_id": "O1", "status": "broken"})
+    other = ToolCall(id="w3", name="update_order", arguments={"order_id": "O2", "status": "other"})
+    trajectory = Trajectory(
+        messages=[
+            Message(role="assistant", tool_calls=[read]),
+            Message(role="tool", tool_call_id="r1", content='{"order_id": "O1", "status": "pending"}'),
+            Message(role="assistant", tool_calls=[write]),
+            Message(role="tool", tool_call_id="w1", content='{"order_id": "O1", "status": "modified"}'),
+            Message(role="assistant", tool_calls=[failed]),
+            Message(role="tool", tool_call_id="w2", content='{"order_id": "O1", "status": "broken"}', is_error=True),
+            Message(role="assistant", tool_calls=[other]),
+            Message(role="tool", tool_call_id="w3", content='{"order_id": "O2", "status": "other"}'),
+        ]
+    )
+    call = ToolCall(id="c1", name="update_order", arguments={"order_id": "O1", "status": "again"})
+    facts = resolve_facts(checklist, call, trajectory, {"order"})
+    assert facts.values["order"]["status"] == "modified"  # the newest successful result for O1
