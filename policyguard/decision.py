@@ -36,8 +36,10 @@ class Usage(BaseModel):
     calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0.0) + (
-            other.cost_usd or 0.0
+        cost = (
+            None
+            if self.cost_usd is None and other.cost_usd is None
+            else (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
         )
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,

@@ -96,5 +96,5 @@ def _step_from_json(item: Any, path: Path, index: int) -> Step:
     if isinstance(item, dict) and set(item) == {"response"}:
         return json.dumps(item["response"])
     raise ConfigError(
-        f"{path}: step {index}: expected a string, {{\"error\": kind}} or {{\"response\": object}}, got {item!r}"
+        f'{path}: step {index}: expected a string, {{"error": kind}} or {{"response": object}}, got {item!r}'
     )
