@@ -66,6 +66,7 @@ def overhead(decisions: int) -> dict[str, tuple[float, float]]:
         }
     )
     results: dict[str, tuple[float, float]] = {}
+    print(f"dialogue: {len(trajectory.messages)} messages; pending call: {call.name}({call.arguments})")
     gate_only = Guard(checklist, policy_text, gate=HardGate(checklist), allow_unverified=True)
     for label, guard, the_call in (("read-only call", gate_only, read), ("gate only", gate_only, call)):
         samples = []
@@ -111,12 +112,56 @@ def prompt_size() -> tuple[int, int] | None:
 
 
 def _airline():  # type: ignore[no-untyped-def]
-    """The shipped airline checklist, tau2's policy and a realistic dialogue, or None without tau2."""
+    """The shipped airline checklist, tau2's policy and a realistic 24-message cancellation dialogue.
+
+    Every tool result is what tau2's own tools return on its real database. None without tau2.
+    """
     try:
-        from policyguard.tau2.fixtures import sample_cancellation  # type: ignore[import-not-found]
+        from policyguard.resources import shipped_checklist
+        from policyguard.tau2.domain import DomainData
+        from policyguard.tau2.transcript import Transcript, as_call
     except ImportError:
         return None
-    return sample_cancellation()
+    try:
+        data = DomainData.load("airline")
+    except Exception:
+        return None
+    reservations = data.raw_db["reservations"]
+    rid, reservation = next((k, r) for k, r in sorted(reservations.items()) if r["cabin"] == "business")
+    user_id = reservation["user_id"]
+    other = (
+        next(k for k in data.raw_db["users"][user_id]["reservations"] if k != rid)
+        if len(data.raw_db["users"][user_id]["reservations"]) > 1
+        else rid
+    )
+    t = Transcript(data.fresh_env())
+    t.user("Hi, I need to cancel one of my trips.")
+    t.say("I can help with that. Could you give me your user id?")
+    t.user(f"Sure, it's {user_id}.")
+    t.call("get_user_details", {"user_id": user_id})
+    t.say("Thanks. Which reservation would you like to cancel?")
+    t.user(f"I'm not sure of the code, could you check {other} first?")
+    t.call("get_reservation_details", {"reservation_id": other})
+    t.say("That one is a different trip. Do you have another reservation code?")
+    t.user(f"Oh right, it's {rid}.")
+    t.call("get_reservation_details", {"reservation_id": rid})
+    flight = reservation["flights"][0]
+    t.call("get_flight_status", {"flight_number": flight["flight_number"], "date": flight["date"]})
+    t.say("May I ask why you would like to cancel?")
+    t.user("My plans changed, I can't travel anymore.")
+    t.say(
+        f"Here is what I will do: cancel reservation {rid} ({reservation['origin']} to "
+        f"{reservation['destination']}, business cabin); the refund goes to the original payment "
+        "method within 5 to 7 business days. Shall I proceed (yes/no)?"
+    )
+    t.user("Yes, please go ahead.")
+    pending = t.new_call("cancel_reservation", {"reservation_id": rid})
+    from policyguard import Message
+
+    trajectory = t.trajectory()
+    trajectory.append(Message(role="assistant", tool_calls=[as_call(pending)]))
+    read = as_call(t.new_call("get_reservation_details", {"reservation_id": rid}))
+    return shipped_checklist("airline"), data.policy_text, trajectory, as_call(pending), read
 
 
 def main() -> None:

@@ -10,7 +10,9 @@ model that changed its mind into something unreadable never yields a PASS.
 
 from __future__ import annotations
 
+import copy
 import json
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -48,7 +50,15 @@ class VerifierOutput(BaseModel):
 
 
 def verifier_output_schema() -> dict[str, Any]:
-    """The JSON schema sent as ``response_schema`` (every field required, no extra keys)."""
+    """The JSON schema sent as ``response_schema`` (every field required, no extra keys).
+
+    A fresh deep copy each time: backends may adapt it, and it is built only once.
+    """
+    return copy.deepcopy(_schema())
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
     return VerifierOutput.model_json_schema()
 
 

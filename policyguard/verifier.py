@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -133,6 +134,9 @@ class LLMVerifier:
         self.timeout_s = timeout_s
         self.max_output_tokens = max_output_tokens
         self._prompts = prompts
+        # The static parts depend only on (policy, checklist, tool): render them once.
+        self._static: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self._static_lock = threading.Lock()
 
     # ------------------------------------------------------------------ prompt
 
@@ -150,13 +154,7 @@ class LLMVerifier:
     def build_request(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> ModelRequest:
         """The exact request the model gets for ``call`` (static parts first, cached)."""
         spec = _MODE_SPECS[self.mode]
-        system = self.prompts.render(
-            "verifier_system.j2",
-            dialogue_kind=spec.dialogue_kind,
-            include_policy=spec.include_policy,
-            policy_text=context.policy_text if spec.include_policy else "",
-        )
-        checklist = self.prompts.render("verifier_checklist.j2", **self._checklist_vars(call, context))
+        system, checklist = self._static_parts(call, context)
         per_call = self.prompts.render(
             "verifier_call.j2",
             dialogue_kind=spec.dialogue_kind,
@@ -179,6 +177,26 @@ class LLMVerifier:
             max_output_tokens=self.max_output_tokens,
             timeout_s=self.timeout_s,
         )
+
+    def _static_parts(self, call: ToolCall, context: CheckContext) -> tuple[str, str]:
+        key = (context.policy_text, context.checklist.version, call.name)
+        with self._static_lock:
+            cached = self._static.get(key)
+        if cached is not None:
+            return cached
+        spec = _MODE_SPECS[self.mode]
+        system = self.prompts.render(
+            "verifier_system.j2",
+            dialogue_kind=spec.dialogue_kind,
+            include_policy=spec.include_policy,
+            policy_text=context.policy_text if spec.include_policy else "",
+        )
+        checklist = self.prompts.render("verifier_checklist.j2", **self._checklist_vars(call, context))
+        with self._static_lock:
+            if len(self._static) > 1024:  # a bound, in case policies or checklists keep changing
+                self._static.clear()
+            self._static[key] = (system, checklist)
+        return system, checklist
 
     def _checklist_vars(self, call: ToolCall, context: CheckContext) -> dict[str, Any]:
         base: dict[str, Any] = {
@@ -355,7 +373,18 @@ def _row(
         label = f"TOOL RESULT of {answered.name} (call id {answered.id})"
     if message.is_error:
         label += " [error]"
-    return {**row, "label": label}
+    return {**row, "label": label, "content": _compact(row["content"])}
+
+
+def _compact(text: str) -> str:
+    """A JSON tool result without insignificant whitespace (same data, fewer tokens)."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return text
+    try:
+        return json.dumps(json.loads(stripped), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
 
 
 def _merge_duplicates(items: list[RequirementJudgement], notes: list[str]) -> dict[str, RequirementJudgement]:

@@ -26,7 +26,7 @@ def test_checklist_mode_has_policy_checklist_and_dialogue(
     assert POLICY_LINE in text
     assert CHECKLIST_LINE in text and "id: G-CONFIRM" in text
     assert "USER-TEXT-MARKER" in text
-    assert '"cabin": "business"' in text  # the tool result
+    assert '"cabin":"business"' in text  # the tool result, re-encoded compactly
     assert 'calls get_reservation_details (call id call_1) with arguments {"reservation_id":"ZFA04Y"}' in text
 
 
@@ -47,7 +47,7 @@ def test_raw_traj_mode_shows_only_tool_calls_and_results(
     assert "USER-TEXT-MARKER" not in text
     assert "Let me look it up." not in text  # agent text is dropped too
     assert "Proceed?" not in text
-    assert "calls get_reservation_details" in text and '"cabin": "business"' in text
+    assert "calls get_reservation_details" in text and '"cabin":"business"' in text
     assert "[3] TOOL RESULT of get_reservation_details" in text  # indexes refer to the full dialogue
 
 
