@@ -129,40 +129,26 @@ class Guard:
     def check(self, call: ToolCall, trajectory: Trajectory) -> Decision:
         """Decide one pending call. Thread-safe."""
         started = time.perf_counter()
-        self._submit(call)
-        context = self.context()
-        first = self._first_stage(call, trajectory, context)
-        if first.outcome == "escalate":
-            if self.verifier is None:
-                decision = self._no_verifier(call, first)
-            else:
-                try:
-                    second = self.verifier.verify(call, trajectory, context)
-                except Exception as exc:  # a verifier must never raise; if it does, block
-                    second = _verifier_crash(call, exc)
-                decision = _merge(first, second)
-        else:
-            decision = first
-        return self._finish(call, decision, started)
+        context, first = self._begin(call, trajectory)
+        if first.outcome != "escalate" or self.verifier is None:
+            return self._finish(call, self._without_verifier(call, first), started)
+        try:
+            second = self.verifier.verify(call, trajectory, context)
+        except Exception as exc:  # a verifier must never raise; if it does, block
+            second = _verifier_crash(call, exc)
+        return self._finish(call, _merge(first, second), started)
 
     async def acheck(self, call: ToolCall, trajectory: Trajectory) -> Decision:
         """Async :meth:`check`: the verifier call is awaited, the gate runs inline."""
         started = time.perf_counter()
-        self._submit(call)
-        context = self.context()
-        first = self._first_stage(call, trajectory, context)
-        if first.outcome == "escalate":
-            if self.verifier is None:
-                decision = self._no_verifier(call, first)
-            else:
-                try:
-                    second = await self.verifier.averify(call, trajectory, context)
-                except Exception as exc:
-                    second = _verifier_crash(call, exc)
-                decision = _merge(first, second)
-        else:
-            decision = first
-        return self._finish(call, decision, started)
+        context, first = self._begin(call, trajectory)
+        if first.outcome != "escalate" or self.verifier is None:
+            return self._finish(call, self._without_verifier(call, first), started)
+        try:
+            second = await self.verifier.averify(call, trajectory, context)
+        except Exception as exc:
+            second = _verifier_crash(call, exc)
+        return self._finish(call, _merge(first, second), started)
 
     def record_execution(
         self, decision: Decision, *, executed: bool, error: str | None = None, emit_event: bool = True
@@ -203,8 +189,11 @@ class Guard:
             return self.checklist.clock
         return datetime.now(timezone.utc)
 
-    def _submit(self, call: ToolCall) -> None:
+    def _begin(self, call: ToolCall, trajectory: Trajectory) -> tuple[CheckContext, Decision]:
+        """Record the submission and run the first stage (read-only pass or the gate)."""
         self.trace.emit("submit", call_id=call.id, tool=call.name, args_sha256=call.args_sha256)
+        context = self.context()
+        return context, self._first_stage(call, trajectory, context)
 
     def _first_stage(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         ids = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256}
@@ -231,7 +220,10 @@ class Guard:
             )
         return decision.model_copy(update=ids)
 
-    def _no_verifier(self, call: ToolCall, first: Decision) -> Decision:
+    def _without_verifier(self, call: ToolCall, first: Decision) -> Decision:
+        """The final decision when no verifier runs: the first stage's, or the rule for escalations."""
+        if first.outcome != "escalate":
+            return first
         if self.allow_unverified:
             return Decision.allow(
                 first.stage,

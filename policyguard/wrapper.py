@@ -67,70 +67,33 @@ class GuardedTools:
         """Check one call against the dialogue so far and run it if allowed."""
         decision = self.guard.check(call, trajectory)
         if decision.outcome != "allow":
-            message = remediation_message(call, decision)
-            return ToolOutcome(
-                call_id=call.id,
-                tool=call.name,
-                content=message.content or "",
-                is_error=True,
-                executed=False,
-                decision=decision,
-            )
+            remediation = remediation_message(call, decision).content or ""
+            return _outcome(call, decision, remediation, is_error=True, executed=False)
         if self.executor is not None:
             return self._through_executor(call, decision)
         function = self.tools.get(call.name)
         if function is None:
             self.guard.record_execution(decision, executed=False, error="unknown tool")
-            return ToolOutcome(
-                call_id=call.id,
-                tool=call.name,
-                content=f"Error: unknown tool {call.name!r}",
-                is_error=True,
-                executed=False,
-                decision=decision,
-            )
+            return _outcome(call, decision, f"Error: unknown tool {call.name!r}", is_error=True, executed=False)
         self.guard.record_execution(decision, executed=True)
         try:
             result = function(**call.arguments)
         except Exception as exc:  # the tool's own failure goes back to the model
-            return ToolOutcome(
-                call_id=call.id,
-                tool=call.name,
-                content=f"Error: {exc}",
-                is_error=True,
-                executed=True,
-                decision=decision,
-            )
-        content = result if isinstance(result, str) else json.dumps(result, default=str)
-        return ToolOutcome(
-            call_id=call.id, tool=call.name, content=content, is_error=False, executed=True, decision=decision
-        )
+            return _outcome(call, decision, f"Error: {exc}", is_error=True, executed=True)
+        return _outcome(call, decision, _text(result), is_error=False, executed=True)
 
     def _through_executor(self, call: ToolCall, decision: Decision) -> ToolOutcome:
         assert self.executor is not None
         result = self.executor.execute(call, decision.grant, principal=self.guard.principal, resource=None)
-        if result.executed or result.replayed_from_ledger:
-            if result.executed:
-                self.guard.record_execution(decision, executed=True, emit_event=self.executor.trace is None)
-            content = result.result if isinstance(result.result, str) else json.dumps(result.result, default=str)
-            failed = result.error is not None
-            return ToolOutcome(
-                call_id=call.id,
-                tool=call.name,
-                content=f"Error: {result.error}" if failed else content,
-                is_error=failed,
-                executed=result.executed,
-                decision=decision,
-            )
-        self.guard.record_execution(decision, executed=False, error=result.reason)
-        return ToolOutcome(
-            call_id=call.id,
-            tool=call.name,
-            content=f"Error: the call was refused at execution ({result.reason}). Do not retry it unchanged.",
-            is_error=True,
-            executed=False,
-            decision=decision,
-        )
+        if not (result.executed or result.replayed_from_ledger):
+            self.guard.record_execution(decision, executed=False, error=result.reason)
+            refusal = f"Error: the call was refused at execution ({result.reason}). Do not retry it unchanged."
+            return _outcome(call, decision, refusal, is_error=True, executed=False)
+        if result.executed:
+            self.guard.record_execution(decision, executed=True, emit_event=self.executor.trace is None)
+        if result.error is not None:
+            return _outcome(call, decision, f"Error: {result.error}", is_error=True, executed=result.executed)
+        return _outcome(call, decision, _text(result.result), is_error=False, executed=result.executed)
 
     def openai_chat(self, tool_call: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """One OpenAI Chat Completions tool call in, the ``role: tool`` message to append out.
@@ -146,3 +109,13 @@ class GuardedTools:
         if outcome.is_error and not outcome.executed:
             return tool_error_message(outcome.call_id, outcome.content)
         return {"role": "tool", "tool_call_id": outcome.call_id, "content": outcome.content}
+
+
+def _text(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+def _outcome(call: ToolCall, decision: Decision, content: str, *, is_error: bool, executed: bool) -> ToolOutcome:
+    return ToolOutcome(
+        call_id=call.id, tool=call.name, content=content, is_error=is_error, executed=executed, decision=decision
+    )

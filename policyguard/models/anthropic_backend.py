@@ -12,16 +12,13 @@ for in plain text instead.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from typing import Any
 
 from ..decision import Usage
 from ..errors import ModelError
 from .base import ModelRequest, ModelResponse, PromptPart
-from .openai_backend import error_kind_for_status, json_instruction
 from .pricing import cost_usd
+from .sdk import SDKModel, error_kind_for_status, json_instruction
 
 MAX_CACHE_BREAKPOINTS = 4
 EPHEMERAL = {"type": "ephemeral"}
@@ -33,7 +30,7 @@ def cache_marked(parts: list[PromptPart]) -> set[int]:
     return set(cached[-MAX_CACHE_BREAKPOINTS:])
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel):
     """A :class:`policyguard.models.Model` on the Anthropic Messages API."""
 
     def __init__(
@@ -45,13 +42,8 @@ class AnthropicModel:
         structured_output: bool = True,
         **create_kwargs: Any,
     ) -> None:
-        self.name = model
-        self.model = model
+        super().__init__(model, client, async_client=async_client, **create_kwargs)
         self.structured_output = structured_output
-        self.create_kwargs = create_kwargs
-        self._client = client
-        self._async_client = async_client
-        self._lock = threading.Lock()
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments sent to ``messages.create``."""
@@ -81,42 +73,16 @@ class AnthropicModel:
         payload.update(self.create_kwargs)
         return payload
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        payload = self.payload(request)
-        started = time.perf_counter()
-        try:
-            message = self._sync_client().messages.create(**payload)
-        except Exception as exc:
-            raise map_anthropic_error(exc) from exc
-        return self._response(message, time.perf_counter() - started)
+    def _create(self, client: Any) -> Any:
+        return client.messages.create
 
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
-        client = self._async()
-        if client is None:
-            return await asyncio.to_thread(self.complete, request)
-        payload = self.payload(request)
-        started = time.perf_counter()
-        try:
-            message = await client.messages.create(**payload)
-        except Exception as exc:
-            raise map_anthropic_error(exc) from exc
-        return self._response(message, time.perf_counter() - started)
+    def _new_client(self, asynchronous: bool) -> Any:
+        import anthropic
 
-    def _sync_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import anthropic
+        return anthropic.AsyncAnthropic(max_retries=0) if asynchronous else anthropic.Anthropic(max_retries=0)
 
-                self._client = anthropic.Anthropic(max_retries=0)
-            return self._client
-
-    def _async(self) -> Any:
-        with self._lock:
-            if self._async_client is None and self._client is None:
-                import anthropic
-
-                self._async_client = anthropic.AsyncAnthropic(max_retries=0)
-            return self._async_client
+    def _map_error(self, exc: Exception) -> ModelError:
+        return map_anthropic_error(exc)
 
     def _response(self, message: Any, latency_s: float) -> ModelResponse:
         try:

@@ -24,8 +24,8 @@ from ..decision import Usage
 from ..errors import ModelError
 from .anthropic_backend import EPHEMERAL, cache_marked
 from .base import ModelRequest, ModelResponse
-from .openai_backend import error_kind_for_status, json_instruction
 from .pricing import cost_usd
+from .sdk import error_kind_for_status, json_instruction
 
 
 def _litellm() -> Any:

@@ -10,55 +10,19 @@ only when a default client is built or an error is mapped.
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from typing import Any
 
 from ..decision import Usage
-from ..errors import ModelError, ModelErrorKind
+from ..errors import ModelError
 from .base import ModelRequest, ModelResponse
 from .pricing import cost_usd
+from .sdk import SDKModel, error_kind_for_status, json_instruction
+
+__all__ = ["OpenAIModel", "error_kind_for_status", "json_instruction", "map_openai_error"]
 
 
-def error_kind_for_status(status: int | None) -> ModelErrorKind:
-    """The :class:`ModelError` kind for an HTTP status from a provider."""
-    if status is None:
-        return "other"
-    if status == 408:
-        return "timeout"
-    if status == 429:
-        return "rate_limit"
-    if status in (401, 403):
-        return "auth"
-    if status >= 500:
-        return "server"
-    if 400 <= status < 500:
-        return "bad_request"
-    return "other"
-
-
-def json_instruction(schema: dict[str, Any]) -> str:
-    """The plain-text fallback when a backend cannot enforce a schema."""
-    import json
-
-    return "Respond with one JSON object, and nothing else, matching this JSON schema:\n" + json.dumps(schema)
-
-
-class OpenAIModel:
-    """A :class:`policyguard.models.Model` on OpenAI Chat Completions.
-
-    ``client`` / ``async_client`` may be injected (tests pass fakes); without an
-    async client, :meth:`acomplete` runs the sync call in a worker thread.
-    """
-
-    def __init__(self, model: str, client: Any = None, *, async_client: Any = None, **create_kwargs: Any) -> None:
-        self.name = model
-        self.model = model
-        self.create_kwargs = create_kwargs
-        self._client = client
-        self._async_client = async_client
-        self._lock = threading.Lock()
+class OpenAIModel(SDKModel):
+    """A :class:`policyguard.models.Model` on OpenAI Chat Completions."""
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments sent to ``chat.completions.create``."""
@@ -77,42 +41,16 @@ class OpenAIModel:
         payload.update(self.create_kwargs)
         return payload
 
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        payload = self.payload(request)
-        started = time.perf_counter()
-        try:
-            response = self._sync_client().chat.completions.create(**payload)
-        except Exception as exc:
-            raise map_openai_error(exc) from exc
-        return self._response(response, time.perf_counter() - started)
+    def _create(self, client: Any) -> Any:
+        return client.chat.completions.create
 
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
-        client = self._async()
-        if client is None:
-            return await asyncio.to_thread(self.complete, request)
-        payload = self.payload(request)
-        started = time.perf_counter()
-        try:
-            response = await client.chat.completions.create(**payload)
-        except Exception as exc:
-            raise map_openai_error(exc) from exc
-        return self._response(response, time.perf_counter() - started)
+    def _new_client(self, asynchronous: bool) -> Any:
+        import openai
 
-    def _sync_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import openai
+        return openai.AsyncOpenAI(max_retries=0) if asynchronous else openai.OpenAI(max_retries=0)
 
-                self._client = openai.OpenAI(max_retries=0)
-            return self._client
-
-    def _async(self) -> Any:
-        with self._lock:
-            if self._async_client is None and self._client is None:
-                import openai
-
-                self._async_client = openai.AsyncOpenAI(max_retries=0)
-            return self._async_client
+    def _map_error(self, exc: Exception) -> ModelError:
+        return map_openai_error(exc)
 
     def _response(self, response: Any, latency_s: float) -> ModelResponse:
         try:

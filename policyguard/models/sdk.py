@@ -1,0 +1,112 @@
+"""What the direct-SDK backends share: lazy clients, timing, error mapping.
+
+A subclass says how to build the payload, which SDK method to call, how to
+build a default client, how to map the SDK's errors and how to read a
+response; this class does the rest, the same way for sync and async calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from ..errors import ModelError, ModelErrorKind
+from .base import ModelRequest, ModelResponse
+
+
+def error_kind_for_status(status: int | None) -> ModelErrorKind:
+    """The :class:`ModelError` kind for an HTTP status from a provider."""
+    if status is None:
+        return "other"
+    if status == 408:
+        return "timeout"
+    if status == 429:
+        return "rate_limit"
+    if status in (401, 403):
+        return "auth"
+    if status >= 500:
+        return "server"
+    if 400 <= status < 500:
+        return "bad_request"
+    return "other"
+
+
+def json_instruction(schema: dict[str, Any]) -> str:
+    """The plain-text fallback when a backend cannot enforce a schema."""
+    import json
+
+    return "Respond with one JSON object, and nothing else, matching this JSON schema:\n" + json.dumps(schema)
+
+
+class SDKModel:
+    """Base of the OpenAI and Anthropic SDK backends.
+
+    ``client`` / ``async_client`` may be injected (tests pass fakes); without an
+    async client, :meth:`acomplete` runs the sync call in a worker thread. The
+    default clients are built on first use with ``max_retries=0``: retrying is
+    the caller's job (the verifier retries within its own budget).
+    """
+
+    def __init__(self, model: str, client: Any = None, *, async_client: Any = None, **create_kwargs: Any) -> None:
+        self.name = model
+        self.model = model
+        self.create_kwargs = create_kwargs
+        self._client = client
+        self._async_client = async_client
+        self._lock = threading.Lock()
+
+    # -- what a subclass provides -------------------------------------------
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _create(self, client: Any) -> Any:
+        """The SDK's create method on ``client`` (e.g. ``client.messages.create``)."""
+        raise NotImplementedError
+
+    def _new_client(self, asynchronous: bool) -> Any:
+        raise NotImplementedError
+
+    def _map_error(self, exc: Exception) -> ModelError:
+        raise NotImplementedError
+
+    def _response(self, raw: Any, latency_s: float) -> ModelResponse:
+        raise NotImplementedError
+
+    # -- the shared part ----------------------------------------------------
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        payload = self.payload(request)
+        started = time.perf_counter()
+        try:
+            raw = self._create(self._sync_client())(**payload)
+        except Exception as exc:
+            raise self._map_error(exc) from exc
+        return self._response(raw, time.perf_counter() - started)
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        client = self._async()
+        if client is None:
+            return await asyncio.to_thread(self.complete, request)
+        payload = self.payload(request)
+        started = time.perf_counter()
+        try:
+            raw = await self._create(client)(**payload)
+        except Exception as exc:
+            raise self._map_error(exc) from exc
+        return self._response(raw, time.perf_counter() - started)
+
+    def _sync_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client(asynchronous=False)
+            return self._client
+
+    def _async(self) -> Any:
+        """The async client; None when only a sync client was injected (then a thread is used)."""
+        with self._lock:
+            if self._async_client is None and self._client is None:
+                self._async_client = self._new_client(asynchronous=True)
+            return self._async_client
