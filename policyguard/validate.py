@@ -31,14 +31,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .canonical import policy_version
 from .checklist import Checklist, Requirement
-from .errors import ChecklistError, ConfigError
+from .errors import ChecklistError
 from .yamlsource import LocatedYaml, PathKey, load_yaml_file
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .checkgen.tools import ToolInfo as LoadedTool
 
 Severity = Literal["error", "warning"]
 
@@ -123,21 +126,10 @@ def checklist_stats(checklist: Checklist) -> ChecklistStats:
 def tool_info_from_schema(schema: Mapping[str, Any]) -> ToolInfo:
     """Read one tool schema: OpenAI Chat (``{"type": "function", "function": {...}}``),
     OpenAI Responses (``{"type": "function", "name", "parameters"}``) or Anthropic
-    (``{"name", "input_schema"}``)."""
-    body: Mapping[str, Any] = schema
-    if isinstance(schema.get("function"), Mapping):
-        body = schema["function"]
-    name = body.get("name")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"tool schema without a name: {dict(schema)!r:.120}")
-    params = body.get("parameters", body.get("input_schema"))
-    names: frozenset[str] | None = None
-    if isinstance(params, Mapping) and isinstance(params.get("properties"), Mapping):
-        names = frozenset(str(k) for k in params["properties"])
-    elif isinstance(params, Mapping):
-        names = frozenset()
-    mutating = body.get("x-mutating")
-    return ToolInfo(name=name, parameters=names, mutating=mutating if isinstance(mutating, bool) else None)
+    (``{"name", "input_schema"}``), with the same reader the generator uses."""
+    from .checkgen.tools import tool_from_schema
+
+    return _from_loaded(tool_from_schema(dict(schema)))
 
 
 def tau2_tool_infos(import_path: str) -> list[ToolInfo]:
@@ -150,46 +142,22 @@ def tau2_tool_infos(import_path: str) -> list[ToolInfo]:
     airline and retail domains it is ``calculate`` and
     ``transfer_to_human_agents``), so the checklist's own declaration stands.
     """
-    import importlib
+    from .checkgen.tools import load_tau2_toolkit
 
-    module_name, _, class_name = import_path.partition(":")
-    if not module_name or not class_name:
-        raise ConfigError(f"--tools {import_path!r}: expected 'package.module:ToolkitClass'")
-    try:
-        module = importlib.import_module(module_name)
-        toolkit_cls = getattr(module, class_name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import tau2 toolkit {import_path!r}: {exc}") from exc
-    from tau2.environment.toolkit import ToolType
-
-    toolkit = toolkit_cls(None)  # schemas and tool types need no database
-    infos = []
-    for name, tool in toolkit.get_tools().items():
-        info = tool_info_from_schema(tool.openai_schema)
-        kind = toolkit.tool_type(name)
-        mutating = {ToolType.WRITE: True, ToolType.READ: False, ToolType.THINK: False}.get(kind)
-        infos.append(ToolInfo(name=name, parameters=info.parameters, mutating=mutating))
-    return infos
+    return [_from_loaded(tool) for tool in load_tau2_toolkit(import_path)]
 
 
 def load_tool_infos(spec: str | Path) -> list[ToolInfo]:
     """Tools from a JSON file (a list of schemas, or ``{"tools": [...]}``) or a tau2 import path."""
-    import json
+    from .checkgen.tools import load_tools
 
-    path = Path(spec)
-    if not path.exists() and ":" in str(spec):
-        return tau2_tool_infos(str(spec))
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read tools file {spec}: {exc.strerror}") from exc
-    except ValueError as exc:
-        raise ConfigError(f"tools file {spec} is not JSON: {exc}") from exc
-    if isinstance(data, Mapping) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list) or not all(isinstance(t, Mapping) for t in data):
-        raise ConfigError(f"tools file {spec}: expected a list of tool schemas")
-    return [tool_info_from_schema(t) for t in data]
+    return [_from_loaded(tool) for tool in load_tools(str(spec))]
+
+
+def _from_loaded(tool: LoadedTool) -> ToolInfo:
+    properties = tool.parameters.get("properties")
+    names = frozenset(str(k) for k in properties) if isinstance(properties, Mapping) else None
+    return ToolInfo(name=tool.name, parameters=names, mutating=tool.declared_mutating)
 
 
 def _tool_infos(tools: Iterable[Mapping[str, Any] | ToolInfo]) -> dict[str, ToolInfo]:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import PolicyGuardError
+from .jsontext import top_level_objects
 
 JudgedStatus = Literal["MET", "NOT_MET", "NOT_APPLICABLE"]
 Verdict = Literal["PASS", "BLOCK"]
@@ -82,7 +83,7 @@ def parse_verifier_output(text: str) -> VerifierOutput:
         if not isinstance(whole, dict):
             raise VerdictParseError(f"expected a JSON object, got {type(whole).__name__}")
         return _validate(whole)
-    candidates = [obj for obj in _top_level_objects(stripped) if "verdict" in obj]
+    candidates = [obj for obj in top_level_objects(stripped) if "verdict" in obj]
     if not candidates:
         raise VerdictParseError("no JSON object with a verdict in the output")
     return _validate(candidates[-1])
@@ -95,20 +96,3 @@ def _validate(obj: dict[str, Any]) -> VerifierOutput:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<root>"
         raise VerdictParseError(f"invalid verdict at {where}: {first['msg']}") from exc
-
-
-def _top_level_objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object in ``text`` that is not nested inside another one, in order."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    index = text.find("{")
-    while index != -1:
-        try:
-            value, end = decoder.raw_decode(text, index)
-        except ValueError:
-            index = text.find("{", index + 1)
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-        index = text.find("{", end)
-    return found

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..checklist import FactSource, PrincipalSource, Requirement
+from ..jsontext import top_level_objects
 
 
 class _Out(BaseModel):
@@ -86,21 +87,10 @@ class MalformedResponse(ValueError):
 
 def last_json_object(text: str) -> dict[str, Any]:
     """The last top-level JSON object in ``text`` (outside fences or prose)."""
-    decoder = json.JSONDecoder()
-    found: dict[str, Any] | None = None
-    index = text.find("{")
-    while index != -1:
-        try:
-            value, end = decoder.raw_decode(text, index)
-        except ValueError:
-            index = text.find("{", index + 1)
-            continue
-        if isinstance(value, dict):
-            found = value
-        index = text.find("{", end)
-    if found is None:
+    found = top_level_objects(text)
+    if not found:
         raise MalformedResponse("no JSON object in the response")
-    return found
+    return found[-1]
 
 
 def parse_response(text: str, schema: type[Out]) -> Out:

@@ -70,11 +70,12 @@ def load_tools_file(path: str | Path) -> list[ToolInfo]:
         data = data["tools"]
     if not isinstance(data, list):
         raise ToolsError(f"{path}: expected a JSON list of tools (or an object with a 'tools' list)")
-    tools = [_tool_from_json(item, f"{path}: tools[{index}]") for index, item in enumerate(data)]
+    tools = [tool_from_schema(item, f"{path}: tools[{index}]") for index, item in enumerate(data)]
     return _unique(tools, str(path))
 
 
-def _tool_from_json(item: Any, where: str) -> ToolInfo:
+def tool_from_schema(item: Any, where: str = "tool schema") -> ToolInfo:
+    """One OpenAI Chat, OpenAI Responses or Anthropic tool schema, with any declared mutation flag."""
     if not isinstance(item, dict):
         raise ToolsError(f"{where}: expected an object, got {type(item).__name__}")
     if item.get("type") == "function" and isinstance(item.get("function"), dict):
