@@ -91,6 +91,9 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from ..tau2.domain import quiet_tau2_logs
+
+    quiet_tau2_logs()
     from ..checklist import load_checklist
     from ..errors import ConfigError
     from ..models import resolve_model
@@ -129,6 +132,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _tau2(args: argparse.Namespace) -> int:
+    from ..tau2.domain import quiet_tau2_logs
+
+    quiet_tau2_logs()
     from ..errors import ConfigError
     from ..tau2.runner import RunSpec, run_benchmark
 

