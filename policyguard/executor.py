@@ -24,6 +24,7 @@ returned. A refusal emits neither; the caller records the deny.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Callable
@@ -90,6 +91,9 @@ class GuardedExecutor:
         self, call: ToolCall, grant: str | None, *, principal: str | None, resource: str | None
     ) -> ExecutionResult:
         """Run ``call`` if ``grant`` authorises exactly it; otherwise refuse without side effects."""
+        # Verify and run a private copy: arguments changed elsewhere after the grant check
+        # must not reach the tool (INV-1's argument-mutation fault).
+        call = ToolCall(id=call.id, name=call.name, arguments=copy.deepcopy(call.arguments))
         tool = self.tools.get(call.name)
         if tool is None:
             return _refuse("unknown_tool", f"no tool {call.name!r} is registered with the executor")
