@@ -18,7 +18,7 @@ from ..decision import Usage
 from ..errors import ModelError
 from .base import ModelRequest, ModelResponse, PromptPart
 from .pricing import cost_usd
-from .sdk import SDKModel, error_kind_for_status, json_instruction
+from .sdk import SDKModel, json_instruction, map_sdk_error
 
 MAX_CACHE_BREAKPOINTS = 4
 EPHEMERAL = {"type": "ephemeral"}
@@ -116,12 +116,4 @@ def map_anthropic_error(exc: Exception) -> ModelError:
         return exc
     import anthropic
 
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ModelError("timeout", str(exc))
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ModelError("server", f"connection error: {exc}")
-    if isinstance(exc, anthropic.APIStatusError):
-        return ModelError(error_kind_for_status(exc.status_code), str(exc))
-    if isinstance(exc, TimeoutError):
-        return ModelError("timeout", str(exc))
-    return ModelError("other", f"{type(exc).__name__}: {exc}")
+    return map_sdk_error(exc, anthropic)

@@ -16,7 +16,7 @@ from ..decision import Usage
 from ..errors import ModelError
 from .base import ModelRequest, ModelResponse
 from .pricing import cost_usd
-from .sdk import SDKModel, error_kind_for_status, json_instruction
+from .sdk import SDKModel, error_kind_for_status, json_instruction, map_sdk_error
 
 __all__ = ["OpenAIModel", "error_kind_for_status", "json_instruction", "map_openai_error"]
 
@@ -83,12 +83,4 @@ def map_openai_error(exc: Exception) -> ModelError:
         return exc
     import openai
 
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelError("timeout", str(exc))
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelError("server", f"connection error: {exc}")
-    if isinstance(exc, openai.APIStatusError):
-        return ModelError(error_kind_for_status(exc.status_code), str(exc))
-    if isinstance(exc, TimeoutError):
-        return ModelError("timeout", str(exc))
-    return ModelError("other", f"{type(exc).__name__}: {exc}")
+    return map_sdk_error(exc, openai)

@@ -40,6 +40,25 @@ def json_instruction(schema: dict[str, Any]) -> str:
     return "Respond with one JSON object, and nothing else, matching this JSON schema:\n" + json.dumps(schema)
 
 
+def map_sdk_error(exc: Exception, sdk: Any) -> ModelError:
+    """Map an exception from a Stainless-generated SDK (``openai``, ``anthropic``) to a :class:`ModelError`.
+
+    Both SDKs expose the same exception classes (``APITimeoutError``,
+    ``APIConnectionError``, ``APIStatusError``); ``sdk`` is the imported module.
+    """
+    if isinstance(exc, ModelError):
+        return exc
+    if isinstance(exc, sdk.APITimeoutError):
+        return ModelError("timeout", str(exc))
+    if isinstance(exc, sdk.APIConnectionError):
+        return ModelError("server", f"connection error: {exc}")
+    if isinstance(exc, sdk.APIStatusError):
+        return ModelError(error_kind_for_status(exc.status_code), str(exc))
+    if isinstance(exc, TimeoutError):
+        return ModelError("timeout", str(exc))
+    return ModelError("other", f"{type(exc).__name__}: {exc}")
+
+
 class SDKModel:
     """Base of the OpenAI and Anthropic SDK backends.
 
