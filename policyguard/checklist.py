@@ -82,7 +82,19 @@ class EffectSpec(_Model):
     )
     ceiling: float | None = Field(default=None, description="Largest amount one call may move, whatever the grant.")
     approval_threshold: float | None = Field(
-        default=None, description="Amounts above this need a recorded human approval (the gate checks it)."
+        default=None,
+        description=(
+            "Amounts above this need a recorded human approval. The guard blocks such a call unless the "
+            "requirement named by approved_by was proven MET by the gate for this very call."
+        ),
+    )
+    approved_by: str | None = Field(
+        default=None,
+        description=(
+            "The id of this tool's requirement whose deterministic check proves the approval (e.g. an approval "
+            "record bound to the same transaction and amount). Without it, amounts above approval_threshold "
+            "are always blocked."
+        ),
     )
 
 

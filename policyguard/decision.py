@@ -19,7 +19,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Outcome = Literal["allow", "block", "halt", "escalate"]
-Stage = Literal["read_only", "gate", "gate_error", "verifier", "verifier_error", "approver", "guard"]
+Stage = Literal[
+    "read_only",
+    "unknown_tool",  # the checklist does not name the tool (blocked unless the integrator opts in)
+    "bad_call",  # the call itself cannot be judged: unreadable arguments or a reused call id
+    "gate",
+    "gate_error",
+    "verifier",
+    "verifier_error",
+    "approver",
+    "guard",
+]
 Status = Literal["MET", "NOT_MET", "NOT_APPLICABLE", "UNVERIFIED"]
 
 

@@ -3,10 +3,19 @@
 ``Guard.check(call, trajectory)`` decides one pending tool call:
 
 1. a read-only tool (declared ``mutating: false`` in the checklist) is allowed;
-2. a mutating call - including any tool the checklist does not know - goes to
-   the deterministic gate, which blocks what it can disprove and escalates the
-   rest;
-3. the verifier model judges what the gate escalated.
+2. a tool the checklist does not name is blocked, and the message names the
+   known tool it resembles (``Cancel_reservation``, a zero-width space, a
+   ``functions.`` prefix are other names). An integrator who wants unknown tools
+   judged as mutating by the gate and the verifier opts in with
+   ``unknown_tools="check"``;
+3. a call that cannot be judged is blocked: arguments outside the limits of
+   :mod:`policyguard.limits` (NaN, Infinity, integers beyond 64 bits, deep
+   nesting), or a call id the dialogue already used for another call or already
+   answered;
+4. a declared money effect's amount must be a positive finite number within the
+   tool's ``ceiling`` and ``approval_threshold`` (:mod:`policyguard.effects`);
+5. the deterministic gate blocks what it can disprove and escalates the rest;
+6. the verifier model judges what the gate escalated.
 
 Any block wins. A chain that ends on escalate blocks, unless the guard was built
 with ``allow_unverified=True`` (gate-only runs such as ``--model none``), in
@@ -21,13 +30,17 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .checklist import Checklist, load_checklist
 from .counters import Counters, CounterSnapshot
 from .decision import Decision, RequirementResult, Usage
+from .effects import approval_problem, effect_problem
+from .errors import ConfigError
+from .limits import call_problem
 from .messages import Message, ToolCall, Trajectory
 from .stages import CheckContext, Gate, Verifier
+from .toolnames import unknown_tool_message
 from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,8 +69,12 @@ class Guard:
         clock: Callable[[], datetime] | None = None,
         grants: GrantIssuer | None = None,
         decision_ttl_s: float = 300.0,
+        unknown_tools: Literal["block", "check"] = "block",
     ) -> None:
         checklist.check_policy(policy_text)
+        if unknown_tools not in ("block", "check"):
+            raise ConfigError(f"unknown_tools must be 'block' or 'check', got {unknown_tools!r}")
+        self.unknown_tools = unknown_tools
         self.checklist = checklist
         self.policy_text = policy_text
         self.gate = gate
@@ -83,6 +100,7 @@ class Guard:
         strict: bool = True,
         trace_path: str | Path | None = None,
         principal: str | None = None,
+        unknown_tools: Literal["block", "check"] = "block",
     ) -> Guard:
         """Build a guard from a policy file, a checklist file and a model spec.
 
@@ -110,6 +128,7 @@ class Guard:
             allow_unverified=backend is None,
             trace=Trace(trace_path) if trace_path else None,
             principal=principal,
+            unknown_tools=unknown_tools,
         )
 
     # -- public API ---------------------------------------------------------
@@ -129,26 +148,28 @@ class Guard:
     def check(self, call: ToolCall, trajectory: Trajectory) -> Decision:
         """Decide one pending call. Thread-safe."""
         started = time.perf_counter()
-        context, first = self._begin(call, trajectory)
+        ids = _ids(call)
+        context, first = self._begin(call, trajectory, ids)
         if first.outcome != "escalate" or self.verifier is None:
-            return self._finish(call, self._without_verifier(call, first), started)
+            return self._finish(call, self._without_verifier(first, ids), started, ids)
         try:
             second = self.verifier.verify(call, trajectory, context)
         except Exception as exc:  # a verifier must never raise; if it does, block
-            second = _verifier_crash(call, exc)
-        return self._finish(call, _merge(first, second), started)
+            second = _verifier_crash(exc, ids)
+        return self._finish(call, _merge(first, second), started, ids)
 
     async def acheck(self, call: ToolCall, trajectory: Trajectory) -> Decision:
         """Async :meth:`check`: the verifier call is awaited, the gate runs inline."""
         started = time.perf_counter()
-        context, first = self._begin(call, trajectory)
+        ids = _ids(call)
+        context, first = self._begin(call, trajectory, ids)
         if first.outcome != "escalate" or self.verifier is None:
-            return self._finish(call, self._without_verifier(call, first), started)
+            return self._finish(call, self._without_verifier(first, ids), started, ids)
         try:
             second = await self.verifier.averify(call, trajectory, context)
         except Exception as exc:
-            second = _verifier_crash(call, exc)
-        return self._finish(call, _merge(first, second), started)
+            second = _verifier_crash(exc, ids)
+        return self._finish(call, _merge(first, second), started, ids)
 
     def record_execution(
         self, decision: Decision, *, executed: bool, error: str | None = None, emit_event: bool = True
@@ -189,18 +210,70 @@ class Guard:
             return self.checklist.clock
         return datetime.now(timezone.utc)
 
-    def _begin(self, call: ToolCall, trajectory: Trajectory) -> tuple[CheckContext, Decision]:
-        """Record the submission and run the first stage (read-only pass or the gate)."""
-        self.trace.emit("submit", call_id=call.id, tool=call.name, args_sha256=call.args_sha256)
+    def _begin(self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any]) -> tuple[CheckContext, Decision]:
+        """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
+        self.trace.emit("submit", **ids)
         context = self.context()
-        return context, self._first_stage(call, trajectory, context)
+        return context, self._first_stage(call, trajectory, context, ids)
 
-    def _first_stage(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
-        ids = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256}
-        if not self.checklist.is_mutating(call.name):
+    def _refusal(self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any]) -> Decision | None:
+        """A block for a mutating call that no stage may judge as it stands, else None."""
+        checklist = self.checklist
+        if not _plain_name(call.name) or checklist.tool_spec(call.name) is None:
+            if self.unknown_tools == "block" or not _plain_name(call.name):
+                return Decision.block(
+                    "unknown_tool",
+                    unknown_tool_message(call.name, checklist.tools),
+                    error="the checklist does not name this tool",
+                    **ids,
+                )
+        problem = call_problem(call.arguments)
+        if problem is not None:
+            return Decision.block(
+                "bad_call",
+                f"The call could not be checked because its arguments are not plain JSON values ({problem}), "
+                "so it was not performed. Send it again with ordinary numbers and values.",
+                error=problem,
+                **ids,
+            )
+        reuse = _id_reuse(call, trajectory)
+        if reuse is not None:
+            return Decision.block(
+                "bad_call",
+                f"The call id {call.id!r} {reuse}, so this call was not performed. Make the call again with a new id.",
+                error=f"call id {reuse}",
+                **ids,
+            )
+        spec = checklist.tool_spec(call.name)
+        if spec is not None and spec.effect is not None:
+            found = effect_problem(spec.effect, call.arguments)
+            if found is not None:
+                requirement, message = found
+                result = RequirementResult(id=requirement, status="NOT_MET", evidence=message, judged_by="gate")
+                return Decision.block("gate", message, requirements=[result], **ids)
+        return None
+
+    def _approved(self, call: ToolCall, decision: Decision, ids: dict[str, Any]) -> Decision:
+        """The gate's decision, blocked when an amount above the approval threshold has no proven approval."""
+        spec = self.checklist.tool_spec(call.name)
+        if decision.outcome in ("block", "halt") or spec is None or spec.effect is None:
+            return decision
+        problem = approval_problem(spec.effect, call.arguments, decision.requirements)
+        if problem is None:
+            return decision
+        result = RequirementResult(id="effect-approval", status="NOT_MET", evidence=problem, judged_by="gate")
+        return Decision.block("gate", problem, requirements=[*decision.requirements, result], **ids)
+
+    def _first_stage(
+        self, call: ToolCall, trajectory: Trajectory, context: CheckContext, ids: dict[str, Any]
+    ) -> Decision:
+        if not self.checklist.is_mutating(call.name) and _plain_name(call.name):
             return Decision.allow("read_only", **ids)
+        refused = self._refusal(call, trajectory, ids)
+        if refused is not None:
+            return refused
         if self.gate is None:
-            return Decision.escalate(
+            decision = Decision.escalate(
                 "guard",
                 requirements=[
                     RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none")
@@ -208,49 +281,43 @@ class Guard:
                 ],
                 **ids,
             )
-        try:
-            decision = self.gate.check(call, trajectory, context)
-        except Exception as exc:  # the gate must fail closed too
-            return Decision.block(
-                "gate_error",
-                "The policy check for this action failed, so it was not performed. "
-                "Do not retry it now; explain that it cannot be completed at the moment.",
-                error=f"{type(exc).__name__}: {exc}",
-                **ids,
-            )
-        return decision.model_copy(update=ids)
+        else:
+            try:
+                decision = self.gate.check(call, trajectory, context).model_copy(update=ids)
+            except Exception as exc:  # the gate must fail closed too
+                return Decision.block(
+                    "gate_error",
+                    "The policy check for this action failed, so it was not performed. "
+                    "Do not retry it now; explain that it cannot be completed at the moment.",
+                    error=f"{type(exc).__name__}: {exc}",
+                    **ids,
+                )
+        return self._approved(call, decision, ids)
 
-    def _without_verifier(self, call: ToolCall, first: Decision) -> Decision:
+    def _without_verifier(self, first: Decision, ids: dict[str, Any]) -> Decision:
         """The final decision when no verifier runs: the first stage's, or the rule for escalations."""
         if first.outcome != "escalate":
             return first
         if self.allow_unverified:
             return Decision.allow(
-                first.stage,
-                requirements=first.requirements,
-                resolver_reads=first.resolver_reads,
-                call_id=call.id,
-                tool=call.name,
-                args_sha256=call.args_sha256,
+                first.stage, requirements=first.requirements, resolver_reads=first.resolver_reads, **ids
             )
         return Decision.block(
             "guard",
             NO_VERIFIER_MESSAGE,
             requirements=first.requirements,
             error="no verifier configured for requirements the gate could not prove",
-            call_id=call.id,
-            tool=call.name,
-            args_sha256=call.args_sha256,
+            **ids,
         )
 
-    def _finish(self, call: ToolCall, decision: Decision, started: float) -> Decision:
+    def _finish(self, call: ToolCall, decision: Decision, started: float, ids: dict[str, Any]) -> Decision:
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
-        decision = decision.model_copy(update={"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256})
+        decision = decision.model_copy(update=ids)
         if decision.outcome == "allow" and self.grants is not None:
             token = self.grants.issue(
                 call,
@@ -260,7 +327,7 @@ class Guard:
             )
             decision = decision.model_copy(update={"grant": token})
         self._count(decision, advisory)
-        self._record(call, decision, advisory, time.perf_counter() - started)
+        self._record(decision, advisory, time.perf_counter() - started, ids)
         return decision
 
     def _count(self, decision: Decision, advisory: bool) -> None:
@@ -280,19 +347,17 @@ class Guard:
             deltas["errors"] = 1
         self._counters.add(**deltas)
 
-    def _record(self, call: ToolCall, decision: Decision, advisory: bool, latency_s: float) -> None:
+    def _record(self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any]) -> None:
         usage = decision.usage or Usage()
         verdict_event = "allow" if decision.outcome == "allow" else "deny"
         extra: dict[str, Any] = {}
         if verdict_event == "allow":
             extra["policy_version"] = self.checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
-        self.trace.emit(verdict_event, call_id=call.id, tool=call.name, args_sha256=call.args_sha256, **extra)
+        self.trace.emit(verdict_event, **ids, **extra)
         self.trace.emit(
             "decision",
-            call_id=call.id,
-            tool=call.name,
-            args_sha256=call.args_sha256,
+            **ids,
             policy_version=self.checklist.policy.version,
             checklist_version=self.checklist.version,
             outcome=decision.outcome,
@@ -325,16 +390,58 @@ def _ttl(grants: GrantIssuer | None, default: float) -> float:
     return float(ttl) if ttl is not None else default
 
 
-def _verifier_crash(call: ToolCall, exc: Exception) -> Decision:
+def _verifier_crash(exc: Exception, ids: dict[str, Any]) -> Decision:
     return Decision.block(
         "verifier_error",
         "Verification was not possible, so this action was not performed. "
         "Do not retry it now; tell the user it cannot be completed at the moment.",
         error=f"{type(exc).__name__}: {exc}",
-        call_id=call.id,
-        tool=call.name,
-        args_sha256=call.args_sha256,
+        **ids,
     )
+
+
+def _ids(call: ToolCall) -> dict[str, Any]:
+    """The call's identity for decisions and trace events, hashed once per decision.
+
+    Arguments that cannot be hashed canonically (NaN, Infinity, nesting past
+    the recursion limit) get ``args_sha256=None``; such a call is always blocked.
+    """
+    try:
+        sha: str | None = call.args_sha256
+    except (ValueError, TypeError, RecursionError):
+        sha = None
+    return {"call_id": call.id, "tool": call.name, "args_sha256": sha}
+
+
+def _plain_name(name: str) -> bool:
+    """A tool name as tools are declared: printable, no spaces, unchanged by Unicode normalisation."""
+    return bool(name) and name.isprintable() and not any(ch.isspace() for ch in name) and _nfkc(name) == name
+
+
+def _nfkc(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", text)
+
+
+def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
+    """Why the pending call's id cannot be trusted to name this call, or None.
+
+    The trajectory may already carry the pending call in its last assistant
+    message (a loop checks the message it just received); it may not carry
+    another call with the same id, or a result that already answers it.
+    """
+    seen = 0
+    for message in trajectory.messages:
+        if message.role == "tool" and message.tool_call_id == call.id:
+            return "was already answered by a tool result"
+        for other in message.tool_calls:
+            if other.id != call.id:
+                continue
+            seen += 1
+            if seen > 1 or other.name != call.name or other.arguments != call.arguments:
+                return "is used by another call in the dialogue"
+    return None
 
 
 def _merge(gate: Decision, verifier: Decision) -> Decision:

@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--no-gate", action="store_true", help="skip the deterministic gate (verifier only)")
     parser.add_argument("--advisory", action="store_true", help="log a BLOCK verdict but let the call run")
     parser.add_argument("--trace", type=Path, default=None, help="append the audit trace to this JSONL file")
+    parser.add_argument(
+        "--unknown-tools",
+        choices=("block", "check"),
+        default="block",
+        help="a tool the checklist does not name: block it (default) or judge it as mutating (opt-in)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -83,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         use_gate=not args.no_gate,
         strict=not args.advisory,
         trace_path=args.trace,
+        unknown_tools=args.unknown_tools,
     )
     raw = _read_json(args.trajectory, "trajectory")
     system = None

@@ -93,8 +93,16 @@ def test_read_only_call_is_allowed_without_any_stage(checklist, policy_text):  #
     assert guard.counters.read_only == 1 and guard.counters.attempted_mutating == 0
 
 
-def test_unknown_tool_is_treated_as_mutating(checklist, policy_text):  # type: ignore[no-untyped-def]
+def test_unknown_tool_is_blocked_before_any_stage(checklist, policy_text):  # type: ignore[no-untyped-def]
     guard, gate, verifier = make(checklist, policy_text)
+    decision = guard.check(ToolCall(id="c9", name="delete_everything", arguments={}), EMPTY)
+    assert decision.outcome == "block" and decision.stage == "unknown_tool"
+    assert gate.calls == [] and verifier.calls == []
+    assert guard.counters.attempted_mutating == 1 and guard.counters.blocked == 1
+
+
+def test_unknown_tool_opted_in_is_judged_as_mutating(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, gate, verifier = make(checklist, policy_text, unknown_tools="check")
     call = ToolCall(id="c9", name="delete_everything", arguments={})
     decision = guard.check(call, EMPTY)
     assert [c.name for c in gate.calls] == ["delete_everything"]

@@ -33,6 +33,9 @@ def tools() -> GuardedTools:
             policy: {{name: refunds, version: "{policy_version(POLICY)}"}}
             tools:
               get_order: {{mutating: false}}
+              issue_refund: {{}}
+              rename_order: {{}}
+              archive_order: {{}}
             """
         )
     )
@@ -91,6 +94,6 @@ def test_tool_exception_goes_back_to_the_model_as_an_error(tools: GuardedTools) 
 
 
 def test_allowed_call_with_no_function_is_an_error_not_a_silent_success(tools: GuardedTools) -> None:
-    outcome = tools.run(ToolCall(id="c4", name="unknown_tool", arguments={}), Trajectory())
+    outcome = tools.run(ToolCall(id="c4", name="archive_order", arguments={}), Trajectory())
     assert not outcome.executed and outcome.is_error
     assert tools.guard.counters.executor_refused == 1
