@@ -364,3 +364,34 @@ def test_a_money_call_within_its_limits_goes_on_to_the_stages() -> None:
 def test_the_effect_limits_hold_without_a_gate() -> None:
     guard = Guard(parse_checklist(CHECKLIST, file="refusals.yaml"), POLICY, gate=None, verifier=PassingVerifier())
     assert guard.check(refund(-5), Trajectory()).outcome == "block"
+
+
+# -- the same refusals through the drop-in wrapper and the command line ----------
+
+
+def test_guarded_tools_never_run_a_function_registered_under_a_near_miss_name() -> None:
+    from policyguard import GuardedTools
+
+    ran: list[str] = []
+    guard, _, _ = make_guard()
+    tools = GuardedTools(guard, {"Cancel_order": lambda **kw: ran.append("Cancel_order") or "done"})
+    outcome = tools.run(ToolCall(id="c1", name="Cancel_order", arguments={"order_id": "O1"}), Trajectory())
+    assert outcome.is_error and not outcome.executed and ran == []
+    assert "Did you mean 'cancel_order'?" in outcome.content
+
+
+@pytest.mark.parametrize("name", ["Cancel_order", "cancel_order ", "functions.cancel_order"])
+def test_verify_exits_with_the_block_code_for_a_near_miss_name(tmp_path, capsys, name: str) -> None:  # type: ignore[no-untyped-def]
+    from policyguard.cli import main
+
+    (tmp_path / "policy.md").write_text(POLICY, encoding="utf-8")
+    (tmp_path / "checklist.yaml").write_text(CHECKLIST, encoding="utf-8")
+    (tmp_path / "trajectory.json").write_text(json.dumps([{"role": "user", "content": "cancel O1"}]), encoding="utf-8")
+    call = {"id": "c1", "name": name, "arguments": {"order_id": "O1"}}
+    (tmp_path / "call.json").write_text(json.dumps(call), encoding="utf-8")
+    files = ["--policy", "policy.md", "--checklist", "checklist.yaml", "--trajectory", "trajectory.json"]
+    argv = ["verify", *[str(tmp_path / f) if not f.startswith("--") else f for f in files], "--format", "openai_chat"]
+    assert main([*argv, "--call", str(tmp_path / "call.json")]) == 1
+    assert json.loads(capsys.readouterr().out)["stage"] == "unknown_tool"
+    opted_in = main([*argv, "--call", str(tmp_path / "call.json"), "--unknown-tools", "check"])
+    assert opted_in == 1, "a spaced, prefixed or re-cased name is blocked even when unknown tools are judged"
