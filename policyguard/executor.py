@@ -98,10 +98,41 @@ class GuardedExecutor:
         self.checklist = checklist
         self.trace = trace
         self.approvals = approvals
-        self.effects = _money_tools(self.tools, checklist, effects)
-        for name in self.effects:
-            if ledger is None:
-                raise ConfigError(f"tool {name!r} moves money and the executor has no ledger: pass ledger=")
+        if checklist is None and effects is None:
+            raise ConfigError(
+                "GuardedExecutor needs checklist= or effects= to know which tools move money "
+                f"(effects={{}} declares that none of {sorted(self.tools)} does)"
+            )
+        if checklist is not None and effects is not None:
+            raise ConfigError("pass checklist= or effects= to GuardedExecutor, not both")
+        self._declared = dict(effects) if effects is not None else None
+        unknown = sorted(set(self._declared or {}) - set(self.tools))
+        if unknown:
+            raise ConfigError(f"effects= declares {unknown[0]!r}, which is not a registered tool")
+        self.effects: dict[str, EffectSpec | None] = {name: self._classify(name) for name in self.tools}
+
+    def _classify(self, name: str) -> EffectSpec | None:
+        """The tool's money effect, or None; ConfigError when unknown, malformed or without a ledger."""
+        if self._declared is not None:
+            effect = self._declared.get(name)
+        else:
+            assert self.checklist is not None
+            spec = self.checklist.tool_spec(name)
+            if spec is None:
+                raise ConfigError(
+                    f"tool {name!r} is registered with the executor but the checklist does not name it, "
+                    "so whether it moves money is unknown"
+                )
+            effect = spec.effect
+        if effect is None:
+            return None
+        if self.ledger is None:
+            raise ConfigError(f"tool {name!r} moves money and the executor has no ledger: pass ledger=")
+        for field in ("ceiling", "approval_threshold"):
+            value = getattr(effect, field)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"tool {name!r}: effect.{field} must be a positive finite number, got {value!r}")
+        return effect
 
     def execute(
         self, call: ToolCall, grant: str | None, *, principal: str | None, resource: str | None
@@ -119,7 +150,12 @@ class GuardedExecutor:
         problem = call_problem(call.arguments)
         if problem is not None:
             return _refuse("bad_arguments", f"{call.name}: {problem}")
-        spec = self.effects.get(call.name)
+        if call.name not in self.effects:  # registered after construction: same rules, refused if unclear
+            try:
+                self.effects[call.name] = self._classify(call.name)
+            except ConfigError as exc:
+                return _refuse("unknown_tool", str(exc))
+        spec = self.effects[call.name]
         money: MoneyEffect | None = None
         if spec is not None:
             parsed = _money_args(spec, call, resource)
@@ -210,42 +246,6 @@ class GuardedExecutor:
                 transaction_id=money.transaction_id if money else None,
             )
         return ExecutionResult(executed=True, result=result, reason="executed")
-
-
-def _money_tools(
-    tools: Mapping[str, Any], checklist: Checklist | None, effects: Mapping[str, EffectSpec] | None
-) -> dict[str, EffectSpec]:
-    """The registered tools that move money, from exactly one explicit source; refuse anything unclear."""
-    if checklist is None and effects is None:
-        raise ConfigError(
-            "GuardedExecutor needs checklist= or effects= to know which tools move money "
-            f"(effects={{}} declares that none of {sorted(tools)} does)"
-        )
-    if checklist is not None and effects is not None:
-        raise ConfigError("pass checklist= or effects= to GuardedExecutor, not both")
-    if effects is not None:
-        unknown = sorted(set(effects) - set(tools))
-        if unknown:
-            raise ConfigError(f"effects= declares {unknown[0]!r}, which is not a registered tool")
-        money = dict(effects)
-    else:
-        assert checklist is not None
-        money = {}
-        for name in tools:
-            spec = checklist.tool_spec(name)
-            if spec is None:
-                raise ConfigError(
-                    f"tool {name!r} is registered with the executor but the checklist does not name it, "
-                    "so whether it moves money is unknown"
-                )
-            if spec.effect is not None:
-                money[name] = spec.effect
-    for name, effect in money.items():
-        for field in ("ceiling", "approval_threshold"):
-            value = getattr(effect, field)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"tool {name!r}: effect.{field} must be a positive finite number, got {value!r}")
-    return money
 
 
 def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> MoneyEffect | ExecutionResult:
