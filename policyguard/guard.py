@@ -342,8 +342,7 @@ def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision) -> Decis
         return decision
     return Decision.block(
         "guard",
-        "This call was refused earlier and a refusal is final, so it was not performed. "
-        "Do not retry it unchanged.",
+        "This call was refused earlier and a refusal is final, so it was not performed. Do not retry it unchanged.",
         error=f"call {call.id} was denied earlier (deny wins)",
     )
 

@@ -134,7 +134,9 @@ class BrokenStore:
 
 def test_an_unreachable_deny_store_blocks_and_is_written_to_the_trace() -> None:
     trace = Trace()
-    guard = Guard(CHECKLIST, POLICY, gate=HardGate(CHECKLIST), allow_unverified=True, trace=trace, denials=BrokenStore())  # type: ignore[arg-type]
+    guard = Guard(
+        CHECKLIST, POLICY, gate=HardGate(CHECKLIST), allow_unverified=True, trace=trace, denials=BrokenStore()
+    )  # type: ignore[arg-type]
     assert guard.check(CALL, before_read()).outcome == "block"
     [deny] = [e for e in trace.events if e["event"] == "deny"]
     assert deny["deny_recorded"] is False and "store offline" in deny["store_error"]

@@ -129,7 +129,9 @@ def test_a_ledger_failure_is_inconclusive_and_nothing_runs(rig: Rig) -> None:
 
 def test_a_money_tool_without_a_ledger_is_refused_at_construction(rig: Rig) -> None:
     with pytest.raises(ConfigError, match="'issue_refund' moves money and the executor has no ledger"):
-        GuardedExecutor({"issue_refund": rig.refund}, verifier=rig.verifier, ledger=None, checklist=rig.executor.checklist)
+        GuardedExecutor(
+            {"issue_refund": rig.refund}, verifier=rig.verifier, ledger=None, checklist=rig.executor.checklist
+        )
 
 
 def test_a_failing_tool_leaves_its_claim_pending(rig: Rig) -> None:

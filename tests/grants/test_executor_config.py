@@ -36,7 +36,9 @@ def test_an_executor_without_checklist_or_effects_is_not_built(rig: Rig) -> None
 
 
 def test_effects_of_none_is_an_explicit_declaration(rig: Rig) -> None:
-    executor = GuardedExecutor({"get_order": lambda order_id: {"id": order_id}}, verifier=rig.verifier, ledger=None, effects={})
+    executor = GuardedExecutor(
+        {"get_order": lambda order_id: {"id": order_id}}, verifier=rig.verifier, ledger=None, effects={}
+    )
     call = ToolCall(id="r1", name="get_order", arguments={"order_id": "O1"})
     assert run(rig, executor, call).executed
 
@@ -53,7 +55,9 @@ def test_a_declared_money_tool_keeps_the_ledger_without_a_checklist(rig: Rig) ->
 
 def test_a_declared_money_tool_without_a_ledger_is_refused_naming_the_tool(rig: Rig) -> None:
     with pytest.raises(ConfigError, match="'issue_refund' moves money"):
-        GuardedExecutor({"issue_refund": rig.refund}, verifier=rig.verifier, ledger=None, effects={"issue_refund": REFUND})
+        GuardedExecutor(
+            {"issue_refund": rig.refund}, verifier=rig.verifier, ledger=None, effects={"issue_refund": REFUND}
+        )
 
 
 def test_an_effect_declared_for_an_unregistered_tool_is_a_config_error(rig: Rig) -> None:
