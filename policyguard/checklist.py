@@ -85,7 +85,9 @@ class EffectSpec(_Model):
         default=None,
         description=(
             "Amounts above this need a recorded human approval. The guard blocks such a call unless the "
-            "requirement named by approved_by was proven MET by the gate for this very call."
+            "requirement named by approved_by was proven MET by the gate for this very call, and the executor "
+            "refuses it (needs_approval) unless its ApprovalCheck finds an approval for the same transaction "
+            "covering the amount."
         ),
     )
     approved_by: str | None = Field(

@@ -4,11 +4,16 @@ Refusal is the default state (INV-1, seed 002). ``execute`` returns an
 :class:`ExecutionResult`; it never raises for a refusal. A call reaches the tool
 only when:
 
-1. the tool is registered here;
-2. for a money effect, the amount, transaction and idempotency key are present
-   and well formed, and the amount is within the tool's ceiling;
+1. the tool is registered here and its arguments are within the limits of
+   :mod:`policyguard.limits` (finite numbers, bounded depth and size);
+2. for a money effect, the amount is a positive, finite, exact number (not a
+   bool, not a string), the transaction and idempotency key are present, the
+   amount is within the tool's ceiling, and an amount above the tool's
+   ``approval_threshold`` is covered by an approval (see
+   :mod:`policyguard.approvals`; no approval check configured: refused,
+   ``needs_approval``);
 3. the grant verifies (signature, bindings, policy version, expiry, unused
-   nonce, no deny recorded for the call id);
+   nonce, no deny recorded for the call id: deny wins);
 4. for a money effect, the idempotency key is claimed in the ledger within the
    captured amount. A committed key returns the recorded result (no second
    effect); a pending key (an earlier attempt's outcome is unknown) is refused
@@ -17,6 +22,13 @@ only when:
 Checks 1-2 come before the grant is spent so a malformed call does not burn it.
 A store failure is *inconclusive*: the tool is not called. A tool that raises
 leaves its money claim pending, because whether the money moved is unknown.
+
+Which tools move money is configuration, checked at construction: pass the
+``checklist`` (its tools' ``effect`` entries) or declare ``effects`` explicitly
+(``effects={}`` says that no registered tool moves money). With neither, with a
+registered tool the checklist does not name, with a declared effect for a tool
+that is not registered, or with a money tool and no ledger, the executor
+refuses to be built (:class:`~policyguard.errors.ConfigError` naming the tool).
 
 Trace events: ``execute`` right before the tool runs and ``effect`` after it
 returned. A refusal emits neither; the caller records the deny.
@@ -27,18 +39,22 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .approvals import ApprovalCheck, MoneyEffect
 from .checklist import Checklist, EffectSpec
+from .errors import ConfigError
 from .grants import GrantError, GrantVerifier
+from .limits import call_problem
 from .messages import ToolCall
 from .store import Ledger, LedgerUnavailable
 from .trace import Trace
 
 PENDING_REASON = "effect_pending: look up by key before retrying"
+EXACT_INT = 2**53  # larger integers are not exact as the ledger's floats
 
 
 class ExecutionResult(BaseModel):
@@ -58,13 +74,6 @@ class ExecutionResult(BaseModel):
     replayed_from_ledger: bool = False
 
 
-class _Money(BaseModel):
-    amount: float
-    currency: str | None
-    transaction_id: str
-    idempotency_key: str
-
-
 def _refuse(reason: str, error: str | None = None) -> ExecutionResult:
     return ExecutionResult(executed=False, reason=reason, error=error or reason)
 
@@ -80,32 +89,82 @@ class GuardedExecutor:
         ledger: Ledger | None,
         checklist: Checklist | None = None,
         trace: Trace | None = None,
+        effects: Mapping[str, EffectSpec] | None = None,
+        approvals: ApprovalCheck | None = None,
     ) -> None:
         self.tools = dict(tools)
         self.verifier = verifier
         self.ledger = ledger
         self.checklist = checklist
         self.trace = trace
+        self.approvals = approvals
+        if checklist is None and effects is None:
+            raise ConfigError(
+                "GuardedExecutor needs checklist= or effects= to know which tools move money "
+                f"(effects={{}} declares that none of {sorted(self.tools)} does)"
+            )
+        if checklist is not None and effects is not None:
+            raise ConfigError("pass checklist= or effects= to GuardedExecutor, not both")
+        self._declared = dict(effects) if effects is not None else None
+        unknown = sorted(set(self._declared or {}) - set(self.tools))
+        if unknown:
+            raise ConfigError(f"effects= declares {unknown[0]!r}, which is not a registered tool")
+        self.effects: dict[str, EffectSpec | None] = {name: self._classify(name) for name in self.tools}
+
+    def _classify(self, name: str) -> EffectSpec | None:
+        """The tool's money effect, or None; ConfigError when unknown, malformed or without a ledger."""
+        if self._declared is not None:
+            effect = self._declared.get(name)
+        else:
+            assert self.checklist is not None
+            spec = self.checklist.tool_spec(name)
+            if spec is None:
+                raise ConfigError(
+                    f"tool {name!r} is registered with the executor but the checklist does not name it, "
+                    "so whether it moves money is unknown"
+                )
+            effect = spec.effect
+        if effect is None:
+            return None
+        if self.ledger is None:
+            raise ConfigError(f"tool {name!r} moves money and the executor has no ledger: pass ledger=")
+        for field in ("ceiling", "approval_threshold"):
+            value = getattr(effect, field)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"tool {name!r}: effect.{field} must be a positive finite number, got {value!r}")
+        return effect
 
     def execute(
         self, call: ToolCall, grant: str | None, *, principal: str | None, resource: str | None
     ) -> ExecutionResult:
         """Run ``call`` if ``grant`` authorises exactly it; otherwise refuse without side effects."""
-        # Verify and run a private copy: arguments changed elsewhere after the grant check
-        # must not reach the tool (INV-1's argument-mutation fault).
-        call = ToolCall(id=call.id, name=call.name, arguments=copy.deepcopy(call.arguments))
         tool = self.tools.get(call.name)
         if tool is None:
             return _refuse("unknown_tool", f"no tool {call.name!r} is registered with the executor")
-        spec = self._effect(call.name)
-        money: _Money | None = None
+        problem = call_problem(call.arguments)  # before the copy: deep input must not crash it
+        if problem is not None:
+            return _refuse("bad_arguments", f"{call.name}: {problem}")
+        # Verify and run a private copy: arguments changed elsewhere after the grant check
+        # must not reach the tool (INV-1's argument-mutation fault).
+        call = ToolCall(id=call.id, name=call.name, arguments=copy.deepcopy(call.arguments))
+        problem = call_problem(call.arguments)
+        if problem is not None:
+            return _refuse("bad_arguments", f"{call.name}: {problem}")
+        if call.name not in self.effects:  # registered after construction: same rules, refused if unclear
+            try:
+                self.effects[call.name] = self._classify(call.name)
+            except ConfigError as exc:
+                return _refuse("unknown_tool", str(exc))
+        spec = self.effects[call.name]
+        money: MoneyEffect | None = None
         if spec is not None:
-            if self.ledger is None:
-                return _refuse("inconclusive", f"{call.name} moves money and no ledger is configured")
             parsed = _money_args(spec, call, resource)
             if isinstance(parsed, ExecutionResult):
                 return parsed
             money = parsed
+            refusal = self._approval_refusal(spec, call, money)
+            if refusal is not None:
+                return refusal
         if grant is None:
             return _refuse("no_grant", "no grant: the call was not authorised")
         try:
@@ -145,13 +204,24 @@ class GuardedExecutor:
             )
         return self._run(tool, call, sha, money)
 
-    def _effect(self, tool: str) -> EffectSpec | None:
-        if self.checklist is None:
+    def _approval_refusal(self, spec: EffectSpec, call: ToolCall, money: MoneyEffect) -> ExecutionResult | None:
+        threshold = spec.approval_threshold
+        if threshold is None or money.amount <= threshold:
             return None
-        spec = self.checklist.tool_spec(tool)
-        return spec.effect if spec is not None and spec.effect is not None else None
+        above = f"{money.amount:g} is above {call.name}'s approval threshold {threshold:g}"
+        if self.approvals is None:
+            return _refuse(
+                "needs_approval",
+                f"{above} and this executor has no approval check (approvals= is not set), so the call "
+                "needs a human approval it cannot verify",
+            )
+        try:
+            problem = self.approvals(call, money)
+        except Exception as exc:  # an approval check must not raise; if it does, nothing is approved
+            problem = f"the approval check failed ({type(exc).__name__}: {exc})"
+        return None if problem is None else _refuse("needs_approval", f"{above}: {problem}")
 
-    def _run(self, tool: Callable[..., Any], call: ToolCall, sha: str, money: _Money | None) -> ExecutionResult:
+    def _run(self, tool: Callable[..., Any], call: ToolCall, sha: str, money: MoneyEffect | None) -> ExecutionResult:
         if self.trace is not None:
             self.trace.emit("execute", call_id=call.id, tool=call.name, args_sha256=sha)
         try:
@@ -178,14 +248,16 @@ class GuardedExecutor:
         return ExecutionResult(executed=True, result=result, reason="executed")
 
 
-def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> _Money | ExecutionResult:
+def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> MoneyEffect | ExecutionResult:
     args = call.arguments
     key = args.get(spec.idempotency_arg)
     if not isinstance(key, str) or not key:
         return _refuse("effect_args", f"{call.name} needs a non-empty {spec.idempotency_arg!r} argument")
     amount = args.get(spec.amount_arg)
-    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount <= 0:
+    if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount <= 0:
         return _refuse("effect_args", f"{spec.amount_arg!r} must be a positive number, got {amount!r}")
+    if isinstance(amount, int) and amount > EXACT_INT:
+        return _refuse("effect_args", f"{spec.amount_arg!r} {amount} is too large to keep exactly")
     if spec.ceiling is not None and amount > spec.ceiling:
         return _refuse("exceeds_ceiling", f"{amount:g} exceeds the tool's ceiling {spec.ceiling:g}")
     transaction = args.get(spec.transaction_arg)
@@ -196,4 +268,6 @@ def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> _Mone
     currency = args.get(spec.currency_arg) if spec.currency_arg else None
     if spec.currency_arg is not None and not isinstance(currency, str):
         return _refuse("effect_args", f"{call.name} needs a {spec.currency_arg!r} argument")
-    return _Money(amount=float(amount), currency=currency, transaction_id=str(transaction), idempotency_key=key)
+    return MoneyEffect(
+        tool=call.name, amount=float(amount), currency=currency, transaction_id=str(transaction), idempotency_key=key
+    )

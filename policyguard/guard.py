@@ -45,6 +45,7 @@ from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from .grants import GrantIssuer
+    from .store import NonceStore
 
 NO_VERIFIER_MESSAGE = (
     "This action needs a policy check that could not be run, so it was not performed. "
@@ -70,6 +71,7 @@ class Guard:
         grants: GrantIssuer | None = None,
         decision_ttl_s: float = 300.0,
         unknown_tools: Literal["block", "check"] = "block",
+        denials: NonceStore | None = None,
     ) -> None:
         checklist.check_policy(policy_text)
         if unknown_tools not in ("block", "check"):
@@ -87,6 +89,7 @@ class Guard:
         self.decision_ttl_s = decision_ttl_s
         self._clock = clock
         self._counters = Counters()
+        self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
 
     @classmethod
     def from_files(
@@ -313,6 +316,8 @@ class Guard:
     def _finish(self, call: ToolCall, decision: Decision, started: float, ids: dict[str, Any]) -> Decision:
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
+        if decision.outcome == "allow" and self.denials is not None:
+            decision = _deny_wins(self.denials, call, decision)
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
@@ -354,6 +359,8 @@ class Guard:
         if verdict_event == "allow":
             extra["policy_version"] = self.checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
+        elif self.denials is not None:
+            extra.update(_remember_deny(self.denials, ids["call_id"]))
         self.trace.emit(verdict_event, **ids, **extra)
         self.trace.emit(
             "decision",
@@ -388,6 +395,30 @@ def _ttl(grants: GrantIssuer | None, default: float) -> float:
     """How long an allow stays valid: the grant's lifetime when grants are issued."""
     ttl = getattr(grants, "ttl_s", None) if grants is not None else None
     return float(ttl) if ttl is not None else default
+
+
+def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision) -> Decision:
+    """A call id denied once stays denied: a re-check never turns it into an allow (INV-1, deny wins)."""
+    try:
+        denied = denials.is_denied(call.id)
+    except Exception as exc:  # an unreadable deny store cannot vouch for the allow
+        return Decision.block("guard", NO_VERIFIER_MESSAGE, error=f"deny store unavailable: {exc}")
+    if not denied:
+        return decision
+    return Decision.block(
+        "guard",
+        "This call was refused earlier and a refusal is final, so it was not performed. Do not retry it unchanged.",
+        error=f"call {call.id} was denied earlier (deny wins)",
+    )
+
+
+def _remember_deny(denials: NonceStore, call_id: str) -> dict[str, Any]:
+    """Record a deny for the executor; a store failure is written to the deny event, never raised."""
+    try:
+        denials.deny(call_id)
+    except Exception as exc:
+        return {"deny_recorded": False, "store_error": f"{type(exc).__name__}: {exc}"}
+    return {}
 
 
 def _verifier_crash(exc: Exception, ids: dict[str, Any]) -> Decision:

@@ -3,22 +3,29 @@
 INV-1: a tool call ``c`` may be executed only after an ``allow`` verdict issued
 for exactly ``(c.call_id, c.tool, c.args_sha256)``, while that allow is still
 current (not revoked, not expired), not overruled by a ``deny`` for the same
-call (deny wins), and not already consumed by an earlier execute. A second
+call (deny wins), and not already consumed by an earlier execute. Every side
+effect must come from such an execute, one effect per execute, and a second
 side effect under the same idempotency key breaks the ledger invariant.
 
 Events are records of a :class:`policyguard.trace.Trace` (format
 ``policyguard.trace/1``, see ``docs/trace-format.md``). The checker replays a
-trace in order and reports every execute that broke INV-1, so any system that
-writes these records (not only PolicyGuard) can be audited after the fact.
-Records of other kinds (``decision`` ...) are ignored; unknown fields are
-allowed (newer writers may add some), missing required fields are errors that
-name the line.
+trace in order and reports every execute and effect that broke INV-1, so any
+system that writes these records (not only PolicyGuard) can be audited after
+the fact.
+
+The format is read strictly, because a trace the checker misreads proves
+nothing: every record needs a known ``event`` kind (a near miss such as
+``"Execute"`` is an error, not an ignored record), an integer ``t`` greater
+than the previous record's and a finite ``ts``; INV-1 events need their fields
+with their exact JSON types; an empty trace is an error. Unknown *fields* are
+allowed (newer writers may add some); unknown *kinds* only with the ``x-``
+prefix. Every such problem raises :class:`TraceFormatError` naming file, line
+and field (``policyguard audit`` exits 2).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,11 +33,26 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import PolicyGuardError
+from .limits import LimitError, loads_json
 
 TRACE_MAJOR = "policyguard.trace/1"
 INV1_KINDS = ("submit", "allow", "deny", "execute", "effect", "revoke")
+OTHER_KINDS = ("decision", "executor_refused")
+"""Record kinds PolicyGuard writes that INV-1 does not judge."""
+EXTENSION_PREFIX = "x-"
+"""Kinds starting with this are other writers' own records; the checker skips them."""
 
-ViolationKind = Literal["denied", "no_allow", "args_changed", "revoked", "expired", "replay", "duplicate_effect"]
+ViolationKind = Literal[
+    "denied",
+    "no_allow",
+    "args_changed",
+    "revoked",
+    "expired",
+    "replay",
+    "effect_without_execute",
+    "extra_effect",
+    "duplicate_effect",
+]
 VIOLATION_KINDS: tuple[ViolationKind, ...] = (
     "denied",
     "no_allow",
@@ -38,12 +60,15 @@ VIOLATION_KINDS: tuple[ViolationKind, ...] = (
     "revoked",
     "expired",
     "replay",
+    "effect_without_execute",
+    "extra_effect",
     "duplicate_effect",
 )
 
 
 class TraceFormatError(PolicyGuardError):
-    """A trace line is not valid JSON or an INV-1 event lacks a required field."""
+    """The trace cannot be audited: unreadable, not JSON, an unknown kind, clock disorder,
+    a missing or ill-typed field, or no records at all. The message is one line."""
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None) -> None:
         self.file = file
@@ -51,21 +76,25 @@ class TraceFormatError(PolicyGuardError):
         where = file or "<trace>"
         if line is not None:
             where += f":{line}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {_one_line(message)}")
 
 
-class _Event(BaseModel):
-    """Fields every INV-1 event carries. Unknown fields are kept (forward compatible)."""
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+
+class _Record(BaseModel):
+    """The fields every record carries, with their exact JSON types (``strict``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
     v: str | None = None
     event: str
     t: int = Field(description="Logical clock, strictly increasing within one trace.")
-    ts: float = Field(description="Wall clock, epoch seconds.")
+    ts: float = Field(allow_inf_nan=False, description="Wall clock, epoch seconds.")
 
 
-class _CallEvent(_Event):
+class _CallEvent(_Record):
     call_id: str
     tool: str
     args_sha256: str
@@ -82,7 +111,7 @@ class AllowEvent(_CallEvent):
 
     event: Literal["allow"]
     policy_version: str
-    expires_at: float
+    expires_at: float = Field(allow_inf_nan=False)
 
 
 class DenyEvent(_CallEvent):
@@ -99,13 +128,13 @@ class ExecuteEvent(_CallEvent):
 
 
 class EffectEvent(_CallEvent):
-    """A side effect was committed (a ledger row, a payment ...)."""
+    """A side effect was committed (a ledger row, a payment ...) by an executed call."""
 
     event: Literal["effect"]
     idempotency_key: str | None = None
 
 
-class RevokeEvent(_Event):
+class RevokeEvent(_Record):
     """The policy changed to ``policy_version``: allows under any other version are void.
 
     With a ``call_id``, only that call's earlier allows are revoked.
@@ -118,7 +147,7 @@ class RevokeEvent(_Event):
 
 Inv1Event = SubmitEvent | AllowEvent | DenyEvent | ExecuteEvent | EffectEvent | RevokeEvent
 
-_MODELS: dict[str, type[_Event]] = {
+_MODELS: dict[str, type[_Record]] = {
     "submit": SubmitEvent,
     "allow": AllowEvent,
     "deny": DenyEvent,
@@ -128,59 +157,114 @@ _MODELS: dict[str, type[_Event]] = {
 }
 
 
-def parse_event(record: dict[str, Any], *, file: str | None = None, line: int | None = None) -> Inv1Event | None:
-    """Validate one trace record; ``None`` for kinds INV-1 does not look at."""
-    kind = record.get("event")
-    model = _MODELS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        if "event" not in record:
-            raise TraceFormatError("record has no 'event' field", file=file, line=line)
-        return None
-    version = record.get("v")
-    if version is not None and version != TRACE_MAJOR:
-        raise TraceFormatError(f"unsupported trace format {version!r} (expected {TRACE_MAJOR!r})", file=file, line=line)
+def _validate(model: type[_Record], record: dict[str, Any], *, file: str | None, line: int | None) -> _Record:
     try:
-        return model.model_validate(record)  # type: ignore[return-value]
+        return model.model_validate(record)
     except ValidationError as exc:
         first = exc.errors()[0]
         name = ".".join(str(p) for p in first["loc"]) or "record"
-        raise TraceFormatError(f"{kind} event: field {name!r}: {first['msg']}", file=file, line=line) from exc
+        kind = record.get("event")
+        what = f"{kind} event" if isinstance(kind, str) and kind in _MODELS else "record"
+        raise TraceFormatError(f"{what}: field {name!r}: {first['msg']}", file=file, line=line) from exc
 
 
-def parse_events(records: Iterable[dict[str, Any]], *, file: str | None = None) -> list[tuple[int, Inv1Event]]:
-    """Validate in-memory records (e.g. ``Trace.events``); line numbers count from 1."""
+def _check_kind(kind: object, *, file: str | None, line: int | None) -> None:
+    if isinstance(kind, str) and (kind in _MODELS or kind in OTHER_KINDS or kind.startswith(EXTENSION_PREFIX)):
+        return
+    from .toolnames import nearest
+
+    known = (*INV1_KINDS, *OTHER_KINDS)
+    guess = nearest(kind, known) if isinstance(kind, str) else None
+    hint = f" (did you mean {guess!r}?)" if guess is not None else ""
+    raise TraceFormatError(
+        f"unknown event kind {kind!r}{hint}; known kinds: {', '.join(known)}, "
+        f"or a kind of your own starting with {EXTENSION_PREFIX!r}",
+        file=file,
+        line=line,
+    )
+
+
+def parse_event(record: object, *, file: str | None = None, line: int | None = None) -> Inv1Event | None:
+    """Validate one trace record; ``None`` for known kinds INV-1 does not judge.
+
+    Raises :class:`TraceFormatError` for a record that is not an object, lacks
+    ``event``/``t``/``ts``, has an unknown kind or an unsupported ``v``, or is an
+    INV-1 event with a missing or ill-typed field. The clock order is checked by
+    :func:`parse_events` and :func:`read_events`, which see the records in order.
+    """
+    if not isinstance(record, dict):
+        raise TraceFormatError("expected a JSON object", file=file, line=line)
+    if "event" not in record:
+        raise TraceFormatError("record has no 'event' field", file=file, line=line)
+    kind = record["event"]
+    _check_kind(kind, file=file, line=line)
+    version = record.get("v")
+    if version is not None and version != TRACE_MAJOR:
+        raise TraceFormatError(f"unsupported trace format {version!r} (expected {TRACE_MAJOR!r})", file=file, line=line)
+    model = _MODELS.get(kind)
+    if model is None:
+        _validate(_Record, record, file=file, line=line)
+        return None
+    return _validate(model, record, file=file, line=line)  # type: ignore[return-value]
+
+
+def _parse_in_order(
+    numbered: Iterable[tuple[int, object]], *, file: str | None
+) -> tuple[int, list[tuple[int, Inv1Event]]]:
     parsed: list[tuple[int, Inv1Event]] = []
-    for number, record in enumerate(records, start=1):
+    records = 0
+    last: tuple[int, int] | None = None  # (t, line) of the previous record
+    for number, record in numbered:
+        records += 1
         event = parse_event(record, file=file, line=number)
+        assert isinstance(record, dict)
+        t = record["t"]
+        if last is not None and t <= last[0]:
+            raise TraceFormatError(
+                f"t {t} does not follow t {last[0]} of line {last[1]}: the logical clock must strictly increase "
+                "(records reordered, duplicated, or written by two writers)",
+                file=file,
+                line=number,
+            )
+        last = (t, number)
         if event is not None:
             parsed.append((number, event))
-    return parsed
+    if records == 0:
+        raise TraceFormatError("no records: an empty trace is not evidence that nothing ran", file=file)
+    return records, parsed
+
+
+def parse_events(records: Iterable[object], *, file: str | None = None) -> list[tuple[int, Inv1Event]]:
+    """Validate in-memory records (e.g. ``Trace.events``) in order; line numbers count from 1."""
+    return _parse_in_order(enumerate(records, start=1), file=file)[1]
+
+
+def _lines(handle: Iterable[str], name: str) -> Iterator[tuple[int, object]]:
+    for number, text in enumerate(handle, start=1):
+        if not text.strip():
+            continue
+        try:
+            yield number, loads_json(text)
+        except LimitError as exc:
+            raise TraceFormatError(f"not a readable record: {exc}", file=name, line=number) from exc
+        except ValueError as exc:
+            raise TraceFormatError(f"not JSON: {exc}", file=name, line=number) from exc
 
 
 def read_events(path: str | Path) -> tuple[int, list[tuple[int, Inv1Event]]]:
     """Read a JSONL trace: (number of records, INV-1 events with their file line)."""
     name = str(path)
-    parsed: list[tuple[int, Inv1Event]] = []
-    records = 0
     try:
-        handle = Path(path).open(encoding="utf-8")
+        handle = Path(path).open(encoding="utf-8", errors="strict")
     except OSError as exc:
         raise TraceFormatError(f"cannot read trace: {exc.strerror or exc}", file=name) from exc
     with handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except ValueError as exc:
-                raise TraceFormatError(f"not JSON: {exc}", file=name, line=number) from exc
-            if not isinstance(record, dict):
-                raise TraceFormatError("expected a JSON object", file=name, line=number)
-            records += 1
-            event = parse_event(record, file=name, line=number)
-            if event is not None:
-                parsed.append((number, event))
-    return records, parsed
+        try:
+            return _parse_in_order(_lines(handle, name), file=name)
+        except UnicodeDecodeError as exc:
+            raise TraceFormatError(f"not UTF-8 text: {exc.reason}", file=name) from exc
+        except OSError as exc:
+            raise TraceFormatError(f"cannot read trace: {exc.strerror or exc}", file=name) from exc
 
 
 class Violation(BaseModel):
@@ -225,6 +309,8 @@ class _Call:
     allow_revoked_before: int = 0  # allows[:n] were revoked by a call-scoped revoke
     denied: bool = False
     executed: bool = False
+    executes: list[tuple[str, str, int]] = field(default_factory=list)  # (tool, args_sha256, line)
+    effects_owed: dict[tuple[str, str], int] = field(default_factory=dict)  # executes still without their effect
 
 
 def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int | None = None) -> AuditReport:
@@ -237,8 +323,16 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
     a policy version a later revoke replaced, or was revoked for this call),
     ``expired`` (the execute's ``ts`` is past the allow's ``expires_at``),
     ``replay`` (the call_id was already executed: one allow, one execute).
-    Every effect reusing an earlier effect's idempotency key is a
-    ``duplicate_effect``.
+
+    Each effect is judged once too: ``effect_without_execute`` (no earlier
+    execute of this call_id, tool and args hash: an effect nobody let through,
+    or one that came before its allow), ``extra_effect`` (every such execute
+    already had its effect: one execute, one effect), ``duplicate_effect`` (an
+    earlier effect used the same idempotency key). An effect is covered by its
+    execute; an execute that broke INV-1 is reported once, at the execute.
+
+    With ``records=0``, or no events and no ``records``, the trace is empty:
+    :class:`TraceFormatError`, because an empty trace is not a clean one.
     """
     calls: dict[str, _Call] = {}
     current_version: str | None = None
@@ -258,6 +352,7 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
         if isinstance(event, SubmitEvent):
             continue
         call = calls.setdefault(event.call_id, _Call())
+        found: tuple[ViolationKind, str] | None = None
         if isinstance(event, AllowEvent):
             call.allows.append(event)
         elif isinstance(event, DenyEvent):
@@ -266,29 +361,19 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
             executes += 1
             found = _judge(event, call, current_version)
             call.executed = True
-            if found is not None:
-                kind, detail = found
-                violations.append(
-                    Violation(kind=kind, line=line, t=event.t, call_id=event.call_id, tool=event.tool, detail=detail)
-                )
+            call.executes.append((event.tool, event.args_sha256, line))
+            key = (event.tool, event.args_sha256)
+            call.effects_owed[key] = call.effects_owed.get(key, 0) + 1
         elif isinstance(event, EffectEvent):
             effects += 1
-            key = event.idempotency_key
-            if key is None:
-                continue
-            if key in effect_keys:
-                violations.append(
-                    Violation(
-                        kind="duplicate_effect",
-                        line=line,
-                        t=event.t,
-                        call_id=event.call_id,
-                        tool=event.tool,
-                        detail=f"idempotency key {key!r} already took effect at line {effect_keys[key]}",
-                    )
-                )
-            else:
-                effect_keys[key] = line
+            found = _judge_effect(event, call, line, effect_keys)
+        if found is not None:
+            kind, detail = found
+            violations.append(
+                Violation(kind=kind, line=line, t=event.t, call_id=event.call_id, tool=event.tool, detail=detail)
+            )
+    if records == 0 or (records is None and count == 0):
+        raise TraceFormatError("no records: an empty trace is not evidence that nothing ran")
     return AuditReport(
         records=records if records is not None else count,
         events=count,
@@ -322,12 +407,36 @@ def _judge(event: ExecuteEvent, call: _Call, current_version: str | None) -> tup
     return None
 
 
+def _judge_effect(
+    event: EffectEvent, call: _Call, line: int, effect_keys: dict[str, int]
+) -> tuple[ViolationKind, str] | None:
+    key = (event.tool, event.args_sha256)
+    owed = call.effects_owed.get(key, 0)
+    found: tuple[ViolationKind, str] | None = None
+    if owed > 0:
+        call.effects_owed[key] = owed - 1
+    elif not call.executes:
+        found = "effect_without_execute", "no execute of this call_id before the effect"
+    elif not any((tool, sha) == key for tool, sha, _ in call.executes):
+        found = "effect_without_execute", "the call was executed with another tool or other arguments"
+    else:
+        lines = ", ".join(str(n) for tool, sha, n in call.executes if (tool, sha) == key)
+        found = "extra_effect", f"each execute of this call (line {lines}) already had its effect"
+    idem = event.idempotency_key
+    if idem is None:
+        return found
+    first = effect_keys.setdefault(idem, line)
+    if found is None and first != line:
+        found = "duplicate_effect", f"idempotency key {idem!r} already took effect at line {first}"
+    return found
+
+
 def audit_file(path: str | Path) -> AuditReport:
     """Read and audit a JSONL trace file (raises TraceFormatError naming file:line)."""
     records, events = read_events(path)
     return audit(events, records=records)
 
 
-def audit_records(records: list[dict[str, Any]]) -> AuditReport:
-    """Audit in-memory trace records (``Trace.events``)."""
+def audit_records(records: list[Any]) -> AuditReport:
+    """Audit in-memory trace records (``Trace.events``); raises TraceFormatError like :func:`audit_file`."""
     return audit(parse_events(records), records=len(records))

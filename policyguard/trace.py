@@ -2,9 +2,12 @@
 
 Every guard decision and every INV-1 event (submit, allow, deny, execute,
 effect, revoke) is written here with a logical clock ``t`` (strictly
-increasing per trace) and wall-clock ``ts`` (epoch seconds). The event formats
-are documented in ``policyguard/inv1.py``; the field ``v`` carries the format
-version so other systems can emit compatible traces.
+increasing per trace file: a trace opened on an existing file goes on from its
+last ``t``) and wall-clock ``ts`` (epoch seconds). A file has one writer at a
+time: share the :class:`Trace` object rather than open one file twice. The
+format is documented in ``docs/trace-format.md`` and checked by
+``policyguard/inv1.py``; the field ``v`` carries the format version so other
+systems can emit compatible traces.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Trace:
         self._file: TextIO | None = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._clock = _last_t(self.path)  # appending: the clock goes on from the file's last record
             self._file = self.path.open("a", encoding="utf-8")
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
@@ -63,6 +67,27 @@ class Trace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _last_t(path: Path, tail: int = 4 << 20) -> int:
+    """The ``t`` of the last record of an existing trace file (0 when there is none to read)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - tail))
+            lines = handle.read().splitlines()
+    except OSError:
+        return 0
+    for raw in reversed(lines):
+        if not raw.strip():
+            continue
+        try:
+            t = json.loads(raw).get("t")
+        except (ValueError, AttributeError):
+            return 0
+        return t if isinstance(t, int) and not isinstance(t, bool) and t > 0 else 0
+    return 0
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:

@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=(
             "Replays submit/allow/deny/execute/effect/revoke events (format policyguard.trace/1, "
             "docs/trace-format.md). Exit 0 when clean, 1 when any violation is found, 2 when the "
-            "trace cannot be read (the message names file:line)."
+            "trace cannot be audited: unreadable, not JSON, an unknown event kind, a logical clock "
+            "that does not increase, a missing field, or no records at all (the message names file:line)."
         ),
     )
     parser.add_argument("trace", help="the JSONL trace file")

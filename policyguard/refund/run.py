@@ -123,7 +123,7 @@ def run_eval(
     scores: list[Scores] = []
     rows: list[dict[str, Any]] = []
     errors = 0
-    with Trace(out / "trace.jsonl") as trace:
+    with Trace(out / "trace.jsonl", keep=True) as trace:
         for repetition in range(1, reps + 1):
             for sample in loaded.dataset.samples:
                 trial_id = _trial_id(loaded, sample, target, repetition)
@@ -133,6 +133,9 @@ def run_eval(
                     run = run_agent(sample, agent, call_prefix=trial_id)
                 except Exception as exc:  # a harness failure is counted, never scored as a pass
                     run = AgentRun(decision=None, reply="", reads=[], attempts=[], error=f"{type(exc).__name__}: {exc}")
+                mismatch = _trace_against_ledger(trace, trial_id, sandbox)
+                if mismatch is not None and run.error is None:
+                    run = run.model_copy(update={"error": mismatch})
                 if run.error is not None:
                     errors += 1
                 problems = score_tool_arguments(sample, run, sandbox, threshold)
@@ -174,6 +177,17 @@ def run_eval(
     )
     (out / "summary.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
     return summary
+
+
+def _trace_against_ledger(trace: Trace, trial_id: str, sandbox: PaymentSandbox) -> str | None:
+    """The trace must record what the ledger did: one ``effect`` event per refund row of the trial."""
+    prefix = f"{trial_id}."
+    effects = sum(
+        1 for e in trace.events if e.get("event") == "effect" and str(e.get("call_id", "")).startswith(prefix)
+    )
+    if effects == len(sandbox.rows):
+        return None
+    return f"the trace records {effects} effect(s) but the payment ledger has {len(sandbox.rows)} refund row(s)"
 
 
 def _threshold(loaded: LoadedEval) -> float:

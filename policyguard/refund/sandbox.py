@@ -133,6 +133,7 @@ class PaymentSandbox:
         self.fault = fault
         self.requests_sent = 0
         self.requests_reached = 0
+        self.rows: list[RefundRow] = []  # every refund this trial's requests committed, in order
 
     # -- read endpoints (trusted facts) ---------------------------------------
 
@@ -182,6 +183,7 @@ class PaymentSandbox:
             "approval_id": approval_id,
         }
         row = self.ledger.record(self.trial_id, args)
+        self.rows.append(row)
         if first and self.fault == "response_lost":
             raise TransportError("timed out waiting for the payment service's response")
         return {"status": "refunded", "refund_seq": row.seq, "transaction_id": transaction_id, "amount": amount}

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import ConfigError
 from ..messages import Message, ToolCall, Trajectory
 from ..trace import Trace
-from .sandbox import PaymentSandbox, SandboxResolver, TransportError
+from .sandbox import PaymentSandbox, RefundRow, SandboxResolver, TransportError
 from .spec import DecisionKind, LoadedEval, Sample
 
 AttemptOutcome = Literal["executed", "blocked", "refused", "transport_error", "recovered_by_lookup", "from_ledger"]
@@ -150,13 +150,16 @@ class BuggyTarget:
         error = "no attempt made"
         for _ in range(MAX_ATTEMPTS):
             self.trace.emit("execute", **ids)
+            seen = len(self.sandbox.rows)
             try:
                 result = self.sandbox.issue_refund(**call.arguments)
             except TransportError as exc:
                 error = str(exc)
                 attempts.append(_attempt(call, "transport_error", True, error))
                 continue
-            self.trace.emit("effect", **ids, idempotency_key=call.arguments.get("idempotency_key"))
+            finally:  # the trace records what the ledger did, whatever the caller saw
+                for row in self.sandbox.rows[seen:]:
+                    self.trace.emit("effect", **ids, **_effect_fields(row))
             attempts.append(_attempt(call, "executed", True))
             return ToolReply(ok=True, content=json.dumps(result))
         return ToolReply(ok=False, content=f"refund failed: {error}")
@@ -177,6 +180,7 @@ class FixedTarget:
         grant_ttl_s: int = 120,
         keypair: tuple[bytes, bytes] | None = None,
     ) -> None:
+        from ..approvals import RecordApprovals
         from ..executor import GuardedExecutor
         from ..gate import HardGate
         from ..grants import GrantIssuer, GrantVerifier, generate_keypair
@@ -207,6 +211,7 @@ class FixedTarget:
             allow_unverified=True,
             trace=trace,
             grants=self.issuer,
+            denials=self.store,
         )
         self.executor = GuardedExecutor(
             {"issue_refund": sandbox.issue_refund},
@@ -214,6 +219,7 @@ class FixedTarget:
             ledger=self.store,
             checklist=checklist,
             trace=trace,
+            approvals=RecordApprovals(sandbox.get_approval),
         )
 
     def read(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -256,6 +262,15 @@ class FixedTarget:
             self.store.release_pending(key)  # the service has no refund under this key: safe to retry
             current = current.model_copy(update={"id": f"{call.id}.retry{number}"})
         return ToolReply(ok=False, content="refund failed: the payment service did not answer")
+
+
+def _effect_fields(row: RefundRow) -> dict[str, Any]:
+    return {
+        "idempotency_key": row.idempotency_key,
+        "amount": row.amount,
+        "transaction_id": row.transaction_id,
+        "refund_seq": row.seq,
+    }
 
 
 def _attempt(call: ToolCall, outcome: AttemptOutcome, reached: bool, detail: str | None = None) -> RefundAttempt:

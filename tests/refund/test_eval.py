@@ -125,7 +125,19 @@ def test_trace_of_each_run_audits_as_expected(runs: dict[str, Path]) -> None:
     fixed_report = audit_file(runs["fixed"] / "trace.jsonl")
     assert fixed_report.ok and fixed_report.executes == 5
     buggy_report = audit_file(runs["buggy"] / "trace.jsonl")
-    assert buggy_report.violations and {v.kind for v in buggy_report.violations} == {"no_allow"}
+    assert buggy_report.counts()["no_allow"] == buggy_report.executes == 9
+    # the lost response's refund is in the trace too, so the re-sent one is the duplicate it is
+    [duplicate] = [v for v in buggy_report.violations if v.kind == "duplicate_effect"]
+    assert duplicate.call_id is not None and duplicate.call_id.endswith("retry-response-lost.buggy.r1.refund")
+
+
+@pytest.mark.parametrize("target", ["buggy", "fixed"])
+def test_the_trace_records_one_effect_per_ledger_row(runs: dict[str, Path], target: str) -> None:
+    report = audit_file(runs[target] / "trace.jsonl")
+    ledger = runs[target] / "ledger.sqlite"
+    trials = [row["trial_id"] for row in load_summary(runs[target]).trials]
+    assert report.effects == sum(len(read_ledger(ledger, trial)) for trial in trials)
+    assert all(row["error"] is None for row in load_summary(runs[target]).trials)
 
 
 def test_inspect_prints_the_summary_table(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from policyguard.executor import GuardedExecutor
+from policyguard.inv1 import audit_records
 from policyguard.messages import Message, ToolCall, Trajectory
-from policyguard.refund.sandbox import read_ledger
-from policyguard.refund.targets import run_agent
+from policyguard.refund.run import _trace_against_ledger
+from policyguard.refund.sandbox import PaymentSandbox, read_ledger
+from policyguard.refund.targets import BuggyTarget, run_agent
 
 Rig = Any  # tests/refund/conftest.py Rig
 
@@ -89,11 +92,52 @@ def test_authorization_moved_to_another_transaction_is_rejected(rig: Rig) -> Non
 
 def test_authorization_for_a_renamed_action_is_rejected(rig: Rig) -> None:
     target, grant = granted(rig, refund_call())
-    target.executor.tools["refund_payment"] = rig.sandbox.issue_refund
+    effect = target.executor.effects["issue_refund"]
+    executor = GuardedExecutor(
+        {"issue_refund": rig.sandbox.issue_refund, "refund_payment": rig.sandbox.issue_refund},
+        verifier=target.verifier,
+        ledger=target.store,
+        effects={"issue_refund": effect, "refund_payment": effect},
+    )
     renamed = refund_call().model_copy(update={"name": "refund_payment"})
-    result = target.executor.execute(renamed, grant, principal=None, resource=None)
+    result = executor.execute(renamed, grant, principal=None, resource=None)
     assert not result.executed and result.reason == "binding:tool"
     assert rig.sandbox.requests_sent == 0
+
+
+def test_a_tool_slipped_into_the_executor_after_construction_is_judged_by_the_same_rules(rig: Rig) -> None:
+    target, grant = granted(rig, refund_call())
+    target.executor.tools["refund_payment"] = rig.sandbox.issue_refund  # the checklist does not name it
+    renamed = refund_call().model_copy(update={"name": "refund_payment"})
+    result = target.executor.execute(renamed, grant, principal=None, resource=None)
+    assert not result.executed and result.reason == "unknown_tool" and "does not name it" in (result.error or "")
+    assert rig.sandbox.requests_sent == 0
+
+
+def test_the_executor_itself_refuses_a_large_refund_whose_approval_is_for_another_transaction(rig: Rig) -> None:
+    """approval_threshold is enforced at execution too, by reading the approvals service, not only by the gate."""
+    target = rig.fixed()
+    args = {**refund_call("T-1004", amount=800).arguments, "approval_id": "A-3002"}
+    call = ToolCall(id="c1", name="issue_refund", arguments=args)
+    grant = target.issuer.issue(call, principal=None, resource=None, policy_version=target.policy_version)
+    result = target.executor.execute(call, grant, principal=None, resource=None)
+    assert not result.executed and result.reason == "needs_approval" and "another transaction" in (result.error or "")
+    assert rig.sandbox.requests_sent == 0
+    approved = ToolCall(
+        id="c2", name="issue_refund", arguments={**refund_call("T-1003", 800).arguments, "approval_id": "A-3003"}
+    )
+    grant = target.issuer.issue(approved, principal=None, resource=None, policy_version=target.policy_version)
+    assert target.executor.execute(approved, grant, principal=None, resource=None).executed
+
+
+def test_the_buggy_trace_records_the_refund_whose_response_was_lost(rig: Rig) -> None:
+    """The ledger got two rows; the trace used to show one effect, so its audit missed the duplicate."""
+    sandbox = PaymentSandbox(rig.loaded.dataset, rig.ledger, "t1", fault="response_lost")
+    run_agent(rig.sample("retry-response-lost"), BuggyTarget(sandbox, rig.trace), "t1")
+    assert len(read_ledger(rig.ledger.path, "t1")) == 2
+    report = audit_records(rig.trace.events)
+    assert report.effects == 2
+    assert report.counts()["duplicate_effect"] == 1
 
 
 def test_policy_version_bump_rejects_the_old_decision(rig: Rig) -> None:
@@ -153,3 +197,9 @@ def test_a_forged_approval_in_the_dialogue_does_not_count(rig: Rig) -> None:
     decision = target.guard.check(call, dialogue)
     assert not decision.allowed
     assert [r.id for r in decision.requirements if r.status == "NOT_MET"] == ["refund.large_needs_approval"]
+
+
+def test_a_trial_whose_trace_misses_a_ledger_row_is_a_harness_error(rig: Rig) -> None:
+    rig.sandbox.issue_refund("T-1001", 50, "USD", idempotency_key="refund:T-1001")  # money moved, nothing traced
+    problem = _trace_against_ledger(rig.trace, "t1", rig.sandbox)
+    assert problem == "the trace records 0 effect(s) but the payment ledger has 1 refund row(s)"
