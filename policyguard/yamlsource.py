@@ -20,7 +20,8 @@ before anything is built from it. One streaming pass over the parser's events
 Booleans follow YAML 1.2: only ``true`` and ``false`` (any of ``true``,
 ``True``, ``TRUE``) are booleans. YAML 1.1's ``yes``/``no``/``on``/``off``
 stay strings, so ``mutating: off`` is a string the checklist schema refuses,
-not a silent ``false``.
+not a silent ``false``. As in YAML 1.2, ``1e6`` is a number (YAML 1.1 wants
+``1.0e+6`` and reads ``1e6`` as a string).
 
 libyaml (``yaml.CSafeLoader``) parses when it is installed and the pure-Python
 loader otherwise; both give the same values and the same line numbers.
@@ -45,16 +46,20 @@ MAX_YAML_NODES = 100_000
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 _YAML12_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$")
 
 
 def _yaml12_resolvers() -> dict[Any, list[tuple[str, re.Pattern[str]]]]:
-    """PyYAML's implicit resolvers with YAML 1.1 booleans narrowed to true/false."""
+    """PyYAML's implicit resolvers, with YAML 1.2's booleans (true/false) and exponent floats (1e6)."""
     resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]] = {
         first: [(tag, regexp) for tag, regexp in entries if tag != _BOOL_TAG]
         for first, entries in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
     for first in "tTfF":
         resolvers.setdefault(first, []).insert(0, (_BOOL_TAG, _YAML12_BOOL))
+    for first in "-+0123456789":
+        resolvers.setdefault(first, []).append((_FLOAT_TAG, _EXPONENT_FLOAT))
     return resolvers
 
 
@@ -114,7 +119,7 @@ def _check_limits(text: str, file: str, loader: Any) -> None:
     aliases = 0
     total = 0
     for event in yaml.parse(text, Loader=loader):
-        line = event.start_mark.line + 1
+        line = event.start_mark.line + 1 if event.start_mark is not None else None
         size, depth = 1, 0
         if isinstance(event, yaml.CollectionStartEvent):
             open_.append(_Open(event.anchor))
@@ -130,7 +135,7 @@ def _check_limits(text: str, file: str, loader: Any) -> None:
             if any(entry.anchor == event.anchor for entry in open_):
                 message = f"recursive alias *{event.anchor}: it is used inside the collection it names"
                 raise ChecklistError(message, file=file, line=line)
-            size, depth = expands.get(event.anchor, (1, 0))  # an undefined alias is the composer's error
+            size, depth = expands.get(event.anchor or "", (1, 0))  # an undefined alias is the composer's error
         elif isinstance(event, yaml.ScalarEvent):
             if event.anchor is not None:
                 expands[event.anchor] = (1, 0)
@@ -187,12 +192,13 @@ def load_yaml_text(text: str, file: str = "<string>", *, loader: Any = None) -> 
     try:
         return _load(text, file, loader_cls)
     except yaml.YAMLError as exc:
+        error = exc
         if loader_cls is not _PySafeLoader and loader is None:
             try:
                 _load(text, file, _PySafeLoader)
             except yaml.YAMLError as python_exc:
-                exc = python_exc
-        raise _syntax_error(exc, file) from exc
+                error = python_exc
+        raise _syntax_error(error, file) from exc
 
 
 def _load(text: str, file: str, loader_cls: Any) -> LocatedYaml:

@@ -125,6 +125,11 @@ def test_only_true_and_false_are_booleans_yes_no_on_off_stay_strings() -> None:
     assert doc.data == {"a": "yes", "b": "no", "c": "on", "d": "off", "e": True, "f": False, "g": True, "h": "y"}
 
 
+def test_an_exponent_without_a_dot_is_a_number_as_in_yaml_1_2() -> None:
+    doc = load_yaml_text("a: 1e6\nb: -2E-3\nc: 1e999\nd: '1e6'\ne: 1.5e+3\nf: e6\n", file="c.yaml")
+    assert doc.data == {"a": 1e6, "b": -2e-3, "c": float("inf"), "d": "1e6", "e": 1500.0, "f": "e6"}
+
+
 @pytest.mark.skipif(not HAS_LIBYAML, reason="libyaml is not installed")
 @pytest.mark.parametrize("path", ["airline", "retail", *sorted(p.name for p in FIXTURES.glob("*.yaml"))])
 def test_libyaml_and_pure_python_give_the_same_values_lines_and_errors(path: str) -> None:
