@@ -2,25 +2,37 @@
 
 Loading a checklist (:func:`policyguard.checklist.load_checklist`) stops at the
 first error. A person fixing a checklist wants every problem at once, each with
-file and line, so :func:`validate_checklist` collects them all:
+file and line, so :func:`validate_checklist` collects them all.
 
-* schema errors (every pydantic error, not just the first; unknown fields are
-  dropped and validation continues, so one stray key does not hide the rest);
+Errors (``checklist validate`` exits 1):
+
+* schema errors, every one (unknown fields are dropped and validation
+  continues, so one stray key does not hide the rest; an unknown field names
+  the field it resembles). The schema is strict: ``mutating: "no"``, ``off``
+  or ``0``, ``complies: "false"``, a number as ``clock``, ``ceiling: .nan``,
+  ``.inf``, zero or negative ceilings and approval thresholds are refused;
+* YAML the loader refuses: syntax, duplicate keys, and the size, depth and
+  alias limits of :mod:`policyguard.yamlsource` (an alias bomb is one error);
+* when tools are given: every tool named (tool keys, globs, fact ``tool``,
+  ``refreshed_by``, ``also`` and ``invalidated_by``, prerequisites, the
+  principal source) exists, naming the known tool a misspelled name resembles;
+  every ``args.X`` a check or fact match reads is a parameter of that tool;
+  effect arguments exist; a tool the tool source marks as writing (tau2
+  ``ToolType.WRITE``, ``x-mutating: true``, MCP ``readOnlyHint: false`` or
+  ``destructiveHint: true``) is not declared ``mutating: false``, and a fact
+  comes from no such tool;
 * every ``check`` and fact ``match`` compiles and reads only known variables;
-* every tool named (tool keys, fact sources, prerequisites, the principal
-  source) exists in the tool schemas, and every ``args.X`` a check reads is a
-  parameter of that tool; every ``facts.X`` is declared under ``facts:``;
-* prerequisites are read-only tools; a tool the tool source marks as writing is
-  not declared read-only;
+  every ``facts.X`` is declared under ``facts:``; prerequisites are read-only;
 * every ``source`` quote occurs in the policy text (after normalizing
   whitespace, markdown emphasis and typographic quotes; ``...`` separates
   fragments that must occur in order) - this catches invented requirements;
 * every ``check`` gives each of its own examples the stated result;
 * the checklist's policy version is the hash of the given policy text.
 
-Warnings (a separate severity) point at things that are legal but suspicious:
-a mutating tool without requirements, a check without a complying or a
-violating example, a read-only tool the checklist does not declare.
+Warnings (legal but suspicious; exit 0): no tools given, so tool names were not
+checked; a mutating tool without requirements; a check without a complying or a
+violating example; a tool of the agent the checklist does not cover (the guard
+treats it as an unknown tool); a read-only tool the checklist does not declare.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .canonical import policy_version
-from .checklist import Checklist, Requirement, glob_matches, is_glob, schema_error_message
+from .checklist import Checklist, Requirement, ToolSpec, glob_matches, is_glob, schema_error_message
 from .errors import ChecklistError
 from .yamlsource import LocatedYaml, PathKey, load_yaml_file
 
@@ -366,6 +378,8 @@ class _Semantics:
                     )
             if spec.mutating and not spec.requirements and not checklist.general_rules:
                 out.add(("tools", key), f"mutating tool {key!r} has no requirements", "warning")
+            if spec.effect is not None:
+                self.approval(key, spec)
             if spec.effect is not None and known is not None:
                 effect = spec.effect
                 arg_fields = {
@@ -398,6 +412,27 @@ class _Semantics:
                     "unknown tool",
                     "warning",
                 )
+
+    def approval(self, key: str, spec: ToolSpec) -> None:
+        """``approved_by`` names a requirement of this tool that the gate can prove."""
+        effect = spec.effect
+        assert effect is not None
+        path: PathKey = ("tools", key, "effect", "approved_by")
+        if effect.approved_by is not None:
+            own = {req.id: req for req in spec.requirements}
+            req = own.get(effect.approved_by)
+            if req is None:
+                self.out.add(path, f"approved_by {effect.approved_by!r} is not a requirement of {key!r}")
+            elif req.check is None:
+                self.out.add(path, f"approved_by {effect.approved_by!r} has no check, so the gate can never prove it")
+            if effect.approval_threshold is None:
+                self.out.add(path, "approved_by has no effect without an approval_threshold", "warning")
+        elif effect.approval_threshold is not None:
+            self.out.add(
+                ("tools", key, "effect", "approval_threshold"),
+                f"no approved_by: every amount above {effect.approval_threshold:g} is blocked",
+                "warning",
+            )
 
     def facts(self) -> None:
         from .cel import HELPER_FUNCTIONS, CelError, compile_check

@@ -406,3 +406,37 @@ def test_the_shipped_checklists_know_exactly_their_keys(airline_checklist: Check
     assert all(airline_checklist.known_tool(key) for key in airline_checklist.tools)
     assert not airline_checklist.known_tool("delete_all_reservations")
     assert load_checklist(FIXTURES / "good.yaml").known_tool("refund")
+
+
+# ---------------------------------------------------------------- approvals the gate must prove
+
+_APPROVAL = """\
+  refund:
+    requirements:
+      - {id: approved, text: t, kind: data, source: s, check: 'has(args.approval)'}
+      - {id: confirmed, text: t, kind: procedural, source: s}
+    effect: {transaction_arg: order_id, approval_threshold: 500, approved_by: %s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("approved_by", "message"),
+    [
+        ("aproved", "approved_by 'aproved' is not a requirement of 'refund'"),
+        ("confirmed", "approved_by 'confirmed' has no check, so the gate can never prove it"),
+    ],
+)
+def test_approved_by_must_name_a_checked_requirement_of_the_tool(approved_by: str, message: str) -> None:
+    checklist = parse_checklist(_doc(_APPROVAL % approved_by), file="c.yaml")
+    errors = [p for p in validate_checklist(checklist) if p.severity == "error"]
+    assert [(p.line, p.field, p.message) for p in errors] == [(7, "tools.refund.effect.approved_by", message)]
+
+
+def test_an_approval_threshold_without_approved_by_warns_that_every_amount_above_it_is_blocked() -> None:
+    text = _doc(_APPROVAL % "approved").replace(", approved_by: approved", "")
+    problems = validate_checklist(parse_checklist(text, file="c.yaml"))
+    assert ("warning", "no approved_by: every amount above 500 is blocked") in {
+        (p.severity, p.message) for p in problems
+    }
+    clean = validate_checklist(parse_checklist(_doc(_APPROVAL % "approved"), file="c.yaml"))
+    assert not any(p.field and p.field.startswith("tools.refund.effect") for p in clean)
