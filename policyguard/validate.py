@@ -453,8 +453,11 @@ class _Semantics:
                     self.out.add(where, f"{writer!r} has no parameter {missing[0]!r} to match the {fact} by")
             for field_name in ("also", "invalidated_by"):  # newer fact fields, when the schema has them
                 for index, other in enumerate(_named_tools(getattr(source, field_name, None))):
-                    if other is not None:
-                        self.check_tool((*base, field_name, index), other)
+                    where = (*base, field_name, index)
+                    if other is None or not self.check_tool(where, other):
+                        continue
+                    if field_name == "also" and self.known is not None and self.known[other].mutating is True:
+                        self.out.add(where, f"fact source {other!r} writes state; facts come from read tools")
             self.fact_programs[fact] = {}
             for read_arg, expression in source.match.items():
                 path: PathKey = (*base, "match", read_arg)

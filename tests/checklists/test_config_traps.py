@@ -105,7 +105,7 @@ def test_tools_named_by_the_newer_fact_fields_also_and_invalidated_by_are_checke
         tool="get_loan",
         match={},
         refreshed_by=[],
-        also=["get_loans"],
+        also=["get_loans", "renew_loan"],
         invalidated_by=[SimpleNamespace(tool="renew_loan"), "renew_laon", {"tool": "get_memberr"}],
     )
     checklist = Checklist.model_construct(
@@ -119,6 +119,7 @@ def test_tools_named_by_the_newer_fact_fields_also_and_invalidated_by_are_checke
     errors = _errors(validate_checklist(checklist, tools=LIBRARY_TOOLS))
     assert errors == {
         "facts.loan.also.0": "unknown tool 'get_loans'; did you mean 'get_loan'?",
+        "facts.loan.also.1": "fact source 'renew_loan' writes state; facts come from read tools",
         "facts.loan.invalidated_by.1": "unknown tool 'renew_laon'; did you mean 'renew_loan'?",
         "facts.loan.invalidated_by.2": "unknown tool 'get_memberr'; did you mean 'get_member'?",
     }
