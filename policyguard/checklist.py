@@ -9,28 +9,77 @@ with a deterministic ``check`` in CEL that the hard gate proves) or
 Tools the checklist does not name are mutating: an unknown tool is never let
 through unverified. Tool keys may be exact names or globs (``update_*``); an
 exact name wins over a glob, and among globs the first listed wins.
+
+A glob matches only plain tool names (ASCII letters, digits, ``_``, ``-`` and
+``.``, the alphabet of OpenAI, Anthropic and MCP tool names) that are not a
+near miss of an exact key. ``update_*`` does not match
+``update_reservation_flights\u200b`` (zero-width space), ``"update_x "`` or
+fullwidth letters, and ``*_reservation`` does not match ``Cancel_reservation``
+when ``cancel_reservation`` is a key: such names are unknown tools, never a
+tool the checklist knows under a rule meant for other names.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
+import re
+import types
+import typing
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .canonical import canonical_json, policy_version, sha256_hex
 from .errors import ChecklistError
+from .toolnames import fold
 from .yamlsource import LocatedYaml, load_yaml_file, load_yaml_text
 
 SCHEMA_VERSION: Literal[1] = 1
 
+_GLOB_CHARS = "*?["
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def is_glob(key: str) -> bool:
+    """Whether a tool key is a glob pattern rather than an exact tool name."""
+    return any(ch in key for ch in _GLOB_CHARS)
+
+
+def glob_matches(pattern: str, name: str, exact_keys: Iterable[str] = ()) -> bool:
+    """Whether glob ``pattern`` covers tool ``name``: a plain name that is no near miss of an exact key."""
+    if not _PLAIN_NAME.fullmatch(name) or not fnmatch.fnmatchcase(name, pattern):
+        return False
+    folded = fold(name)
+    return not any(fold(key) == folded and key != name for key in exact_keys)
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    """Strict: a value of the wrong type is an error, never coerced.
+
+    Lax parsing would read ``mutating: "no"`` or ``0`` as false (a write tool
+    waved through as read-only), ``complies: "false"`` as false, a number as a
+    clock (``clock: 0`` is 1970) and ``ceiling: "1e9"`` as a number. Integers
+    are still accepted where a float is expected.
+    """
+
+    model_config = ConfigDict(extra="forbid", defer_build=True, strict=True)
+
+
+def _exact_number(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and float(value) != value:
+        raise ValueError(f"{value} cannot be held exactly as a number here (limit 2**53); it would be rounded")
+    return value
+
+
+PositiveAmount = Annotated[float, Field(gt=0, allow_inf_nan=False), BeforeValidator(_exact_number)]
+"""A finite amount above zero, held exactly: a ceiling of NaN or infinity bounds nothing, zero or less is a
+typo, and an integer beyond 2**53 would be rounded (perhaps up)."""
 
 
 class Example(_Model):
@@ -80,14 +129,16 @@ class EffectSpec(_Model):
     resource_arg: str | None = Field(
         default=None, description="Argument that must equal the resource the grant was issued for."
     )
-    ceiling: float | None = Field(default=None, description="Largest amount one call may move, whatever the grant.")
-    approval_threshold: float | None = Field(
+    ceiling: PositiveAmount | None = Field(
+        default=None, description="Largest amount one call may move, whatever the grant (finite, above 0)."
+    )
+    approval_threshold: PositiveAmount | None = Field(
         default=None,
         description=(
-            "Amounts above this need a recorded human approval. The guard blocks such a call unless the "
-            "requirement named by approved_by was proven MET by the gate for this very call, and the executor "
-            "refuses it (needs_approval) unless its ApprovalCheck finds an approval for the same transaction "
-            "covering the amount."
+            "Amounts above this (finite, above 0) need a recorded human approval. The guard blocks such a call "
+            "unless the requirement named by approved_by was proven MET by the gate for this very call, and the "
+            "executor refuses it (needs_approval) unless its ApprovalCheck finds an approval for the same "
+            "transaction covering the amount."
         ),
     )
     approved_by: str | None = Field(
@@ -184,6 +235,27 @@ class Checklist(_Model):
             return self._source.error(message, path)
         return ChecklistError(message, field=".".join(str(p) for p in path) or None)
 
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _version_is_an_integer(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"schema_version must be the integer {SCHEMA_VERSION}, got {value!r}")
+        return value
+
+    @field_validator("clock", mode="before")
+    @classmethod
+    def _clock_is_a_timestamp(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError(
+                    f"clock must be an ISO 8601 timestamp, e.g. 2024-05-15T15:00:00-05:00; got {value!r}"
+                ) from None
+        if value is not None and not isinstance(value, datetime):
+            raise ValueError(f"clock must be an ISO 8601 timestamp with a timezone offset, not {value!r}")
+        return value
+
     @field_validator("clock")
     @classmethod
     def _clock_is_aware(cls, value: datetime | None) -> datetime | None:
@@ -196,14 +268,24 @@ class Checklist(_Model):
         """This checklist's own version: the sha256 of its canonical content."""
         return "sha256:" + sha256_hex(canonical_json(self.model_dump(mode="json")))
 
+    def tool_key(self, tool: str) -> str | None:
+        """The key that covers ``tool``: the exact key, else the first glob that matches (see the module doc)."""
+        if tool in self.tools:
+            return tool
+        exact = [key for key in self.tools if not is_glob(key)]
+        for pattern in self.tools:
+            if is_glob(pattern) and glob_matches(pattern, tool, exact):
+                return pattern
+        return None
+
     def tool_spec(self, tool: str) -> ToolSpec | None:
         """The spec for ``tool``: exact key first, then the first matching glob."""
-        if tool in self.tools:
-            return self.tools[tool]
-        for pattern, spec in self.tools.items():
-            if any(ch in pattern for ch in "*?[") and fnmatch.fnmatchcase(tool, pattern):
-                return spec
-        return None
+        key = self.tool_key(tool)
+        return None if key is None else self.tools[key]
+
+    def known_tool(self, tool: str) -> bool:
+        """Whether the checklist names ``tool`` (exactly, or by a glob that matches it)."""
+        return self.tool_key(tool) is not None
 
     def is_mutating(self, tool: str) -> bool:
         """False only when the checklist declares the tool read-only."""
@@ -230,6 +312,55 @@ class Checklist(_Model):
         return cls.model_json_schema()
 
 
+def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The checklist model class that holds the value at ``path``, if one does."""
+    annotation: Any = Checklist
+    for part in path:
+        while True:  # unwrap Optional, list[...], dict[str, ...] and Annotated down to a model
+            origin = typing.get_origin(annotation)
+            if origin in (typing.Union, types.UnionType):
+                models = [a for a in typing.get_args(annotation) if a is not type(None)]
+                annotation = models[0] if len(models) == 1 else None
+            elif origin is Annotated:
+                annotation = typing.get_args(annotation)[0]
+            else:
+                break
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            annotation = field.annotation if field is not None else None
+        elif typing.get_origin(annotation) in (list, dict):
+            annotation = typing.get_args(annotation)[-1]
+        else:
+            return None
+    while typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = models[0] if len(models) == 1 else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def schema_error_message(error: Mapping[str, Any]) -> str:
+    """One pydantic error as a person reads it: what is wrong, the value given, what would be right."""
+    kind = error["type"]
+    value = error.get("input")
+    loc = tuple(error["loc"])
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        known = list(model.model_fields) if model is not None else []
+        guess = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        hint = f"; did you mean {guess[0]!r}?" if guess else ""
+        return f"unknown field (not in the checklist schema){hint}"
+    if kind == "bool_type":
+        return f"must be true or false (unquoted), got {value!r}"
+    message = str(error["msg"])
+    if kind == "value_error":
+        return message.removeprefix("Value error, ")
+    if message.startswith("Input should "):
+        message = "must " + message.removeprefix("Input should ")
+    if kind != "missing" and not isinstance(value, (dict, list)):
+        message += f", got {value!r}"
+    return message
+
+
 def _from_located(doc: LocatedYaml) -> Checklist:
     if not isinstance(doc.data, dict):
         raise ChecklistError("a checklist must be a YAML mapping", file=doc.file, line=1)
@@ -240,7 +371,7 @@ def _from_located(doc: LocatedYaml) -> Checklist:
         loc: tuple[str | int, ...] = tuple(first["loc"])
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-        raise doc.error(first["msg"] + suffix, loc) from exc
+        raise doc.error(schema_error_message(first) + suffix, loc) from exc
     ids: dict[str, tuple[str | int, ...]] = {}
     for name, spec in checklist.tools.items():
         for index, req in enumerate(spec.requirements):

@@ -2,25 +2,37 @@
 
 Loading a checklist (:func:`policyguard.checklist.load_checklist`) stops at the
 first error. A person fixing a checklist wants every problem at once, each with
-file and line, so :func:`validate_checklist` collects them all:
+file and line, so :func:`validate_checklist` collects them all.
 
-* schema errors (every pydantic error, not just the first; unknown fields are
-  dropped and validation continues, so one stray key does not hide the rest);
+Errors (``checklist validate`` exits 1):
+
+* schema errors, every one (unknown fields are dropped and validation
+  continues, so one stray key does not hide the rest; an unknown field names
+  the field it resembles). The schema is strict: ``mutating: "no"``, ``off``
+  or ``0``, ``complies: "false"``, a number as ``clock``, ``ceiling: .nan``,
+  ``.inf``, zero or negative ceilings and approval thresholds are refused;
+* YAML the loader refuses: syntax, duplicate keys, and the size, depth and
+  alias limits of :mod:`policyguard.yamlsource` (an alias bomb is one error);
+* when tools are given: every tool named (tool keys, globs, fact ``tool``,
+  ``refreshed_by``, ``also`` and ``invalidated_by``, prerequisites, the
+  principal source) exists, naming the known tool a misspelled name resembles;
+  every ``args.X`` a check or fact match reads is a parameter of that tool;
+  effect arguments exist; a tool the tool source marks as writing (tau2
+  ``ToolType.WRITE``, ``x-mutating: true``, MCP ``readOnlyHint: false`` or
+  ``destructiveHint: true``) is not declared ``mutating: false``, and a fact
+  comes from no such tool;
 * every ``check`` and fact ``match`` compiles and reads only known variables;
-* every tool named (tool keys, fact sources, prerequisites, the principal
-  source) exists in the tool schemas, and every ``args.X`` a check reads is a
-  parameter of that tool; every ``facts.X`` is declared under ``facts:``;
-* prerequisites are read-only tools; a tool the tool source marks as writing is
-  not declared read-only;
+  every ``facts.X`` is declared under ``facts:``; prerequisites are read-only;
 * every ``source`` quote occurs in the policy text (after normalizing
   whitespace, markdown emphasis and typographic quotes; ``...`` separates
   fragments that must occur in order) - this catches invented requirements;
 * every ``check`` gives each of its own examples the stated result;
 * the checklist's policy version is the hash of the given policy text.
 
-Warnings (a separate severity) point at things that are legal but suspicious:
-a mutating tool without requirements, a check without a complying or a
-violating example, a read-only tool the checklist does not declare.
+Warnings (legal but suspicious; exit 0): no tools given, so tool names were not
+checked; a mutating tool without requirements; a check without a complying or a
+violating example; a tool of the agent the checklist does not cover (the guard
+treats it as an unknown tool); a read-only tool the checklist does not declare.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .canonical import policy_version
-from .checklist import Checklist, Requirement
+from .checklist import Checklist, Requirement, ToolSpec, glob_matches, is_glob, schema_error_message
 from .errors import ChecklistError
 from .yamlsource import LocatedYaml, PathKey, load_yaml_file
 
@@ -67,8 +79,7 @@ class Problem(BaseModel):
         if self.line is not None:
             where += f":{self.line}"
         field = f" {self.field}:" if self.field else ""
-        tag = "warning: " if self.severity == "warning" else ""
-        return f"{where}:{field} {tag}{self.message}"
+        return f"{where}:{field} {self.severity}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,7 @@ class ToolInfo:
     name: str
     parameters: frozenset[str] | None = None
     mutating: bool | None = None
+    declared_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +169,7 @@ def load_tool_infos(spec: str | Path) -> list[ToolInfo]:
 def _from_loaded(tool: LoadedTool) -> ToolInfo:
     properties = tool.parameters.get("properties")
     names = frozenset(str(k) for k in properties) if isinstance(properties, Mapping) else None
-    return ToolInfo(name=tool.name, parameters=names, mutating=tool.declared_mutating)
+    return ToolInfo(name=tool.name, parameters=names, mutating=tool.declared_mutating, declared_by=tool.declared_by)
 
 
 def _tool_infos(tools: Iterable[Mapping[str, Any] | ToolInfo]) -> dict[str, ToolInfo]:
@@ -237,8 +249,7 @@ def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
         errors = exc.errors()
         for err in errors:
             path = tuple(err["loc"])
-            message = "unknown field (not in the checklist schema)" if err["type"] == "extra_forbidden" else err["msg"]
-            out.add(path, message)
+            out.add(path, schema_error_message(err))
         if not all(err["type"] == "extra_forbidden" for err in errors):
             return None
         import copy
@@ -269,16 +280,26 @@ def _requirements(checklist: Checklist) -> list[tuple[PathKey, str | None, Requi
     return found
 
 
-def _is_glob(key: str) -> bool:
-    return any(ch in key for ch in "*?[")
-
-
-def _tools_for_key(key: str, known: Mapping[str, ToolInfo]) -> list[ToolInfo]:
-    import fnmatch
-
-    if not _is_glob(key):
+def _tools_for_key(key: str, known: Mapping[str, ToolInfo], checklist: Checklist) -> list[ToolInfo]:
+    """The known tools a checklist key covers: itself, or what its glob matches (as the guard matches)."""
+    if not is_glob(key):
         return [known[key]] if key in known else []
-    return [info for name, info in known.items() if fnmatch.fnmatchcase(name, key)]
+    exact = [k for k in checklist.tools if not is_glob(k)]
+    return [info for name, info in known.items() if glob_matches(key, name, exact)]
+
+
+def _named_tools(value: Any) -> list[str | None]:
+    """Tool names in a fact field that may be absent, a name, a list of names or of sources with ``tool``."""
+    if value is None:
+        return []
+    items = value if isinstance(value, (list, tuple)) else [value]
+    names: list[str | None] = []
+    for item in items:
+        tool = item if isinstance(item, str) else getattr(item, "tool", None)
+        if tool is None and isinstance(item, Mapping):
+            tool = item.get("tool")
+        names.append(tool if isinstance(tool, str) else None)
+    return names
 
 
 class _Semantics:
@@ -321,16 +342,44 @@ class _Semantics:
     def tool_exists(self, name: str) -> bool:
         return self.known is None or name in self.known
 
+    def check_tool(self, path: PathKey, name: str) -> bool:
+        """Report ``name`` if the tools are known and it is not one of them; True when it exists."""
+        if self.tool_exists(name):
+            return True
+        self.out.add(path, f"unknown tool {name!r}{self.did_you_mean(name)}")
+        return False
+
+    def did_you_mean(self, name: str) -> str:
+        from .toolnames import nearest
+
+        guess = nearest(name, self.known or {})
+        return f"; did you mean {guess!r}?" if guess is not None and guess != name else ""
+
     def tools(self) -> None:
         checklist, known, out = self.checklist, self.known, self.out
-        if checklist.principal is not None and not self.tool_exists(checklist.principal.tool):
-            out.add(("principal", "tool"), f"unknown tool {checklist.principal.tool!r}")
+        if known is None:
+            out.add(
+                ("tools",),
+                "tool names were not checked (no tools given): a misspelled tool key or fact tool would go "
+                "unnoticed; check them with --tools TOOLS.json or --tools package.module:Class "
+                "(library: validate_checklist(..., tools=...))",
+                "warning",
+            )
+        if checklist.principal is not None:
+            self.check_tool(("principal", "tool"), checklist.principal.tool)
         for key, spec in checklist.tools.items():
-            if known is not None and not _tools_for_key(key, known):
-                what = "no tool matches the glob" if _is_glob(key) else "unknown tool"
-                out.add(("tools", key), f"{what} {key!r} (not among the {len(known)} tools given)")
+            if known is not None and not _tools_for_key(key, known, checklist):
+                if is_glob(key):
+                    out.add(("tools", key), f"no tool matches the glob {key!r} (among the {len(known)} tools given)")
+                else:
+                    out.add(
+                        ("tools", key),
+                        f"unknown tool {key!r} (not among the {len(known)} tools given){self.did_you_mean(key)}",
+                    )
             if spec.mutating and not spec.requirements and not checklist.general_rules:
                 out.add(("tools", key), f"mutating tool {key!r} has no requirements", "warning")
+            if spec.effect is not None:
+                self.approval(key, spec)
             if spec.effect is not None and known is not None:
                 effect = spec.effect
                 arg_fields = {
@@ -340,42 +389,75 @@ class _Semantics:
                     "idempotency_arg": effect.idempotency_arg,
                     "resource_arg": effect.resource_arg,
                 }
-                for info in _tools_for_key(key, known):
+                for info in _tools_for_key(key, known, checklist):
                     for field_name, arg in arg_fields.items():
                         if arg is not None and info.parameters is not None and arg not in info.parameters:
                             out.add(("tools", key, "effect", field_name), f"{info.name!r} has no parameter {arg!r}")
         for name, info in (known or {}).items():
-            declared = checklist.tool_spec(name)
-            if info.mutating is True and declared is not None and not declared.mutating:
+            covering = checklist.tool_key(name)
+            declared = checklist.tools[covering] if covering is not None else None
+            if info.mutating is True and covering is not None and declared is not None and not declared.mutating:
+                source = f"per {info.declared_by}" if info.declared_by else "per the tool source"
                 out.add(
-                    ("tools", name, "mutating"),
-                    f"{name!r} writes state (per the tool source) but is declared read-only",
+                    ("tools", covering, "mutating"),
+                    f"{name!r} writes state ({source}) but is declared read-only",
                 )
             if info.mutating is False and declared is None:
                 message = f"read-only tool {name!r} is not declared; the guard will treat it as mutating"
                 out.add(("tools",), message, "warning")
-            if info.mutating is True and declared is None and not checklist.general_rules:
-                out.add(("tools",), f"mutating tool {name!r} is not in the checklist (no requirements)", "warning")
+            if info.mutating is not False and declared is None:
+                out.add(
+                    ("tools",),
+                    f"tool {name!r} is not in the checklist; the guard treats a call to it as a call to an "
+                    "unknown tool",
+                    "warning",
+                )
+
+    def approval(self, key: str, spec: ToolSpec) -> None:
+        """``approved_by`` names a requirement of this tool that the gate can prove."""
+        effect = spec.effect
+        assert effect is not None
+        path: PathKey = ("tools", key, "effect", "approved_by")
+        if effect.approved_by is not None:
+            own = {req.id: req for req in spec.requirements}
+            req = own.get(effect.approved_by)
+            if req is None:
+                self.out.add(path, f"approved_by {effect.approved_by!r} is not a requirement of {key!r}")
+            elif req.check is None:
+                self.out.add(path, f"approved_by {effect.approved_by!r} has no check, so the gate can never prove it")
+            if effect.approval_threshold is None:
+                self.out.add(path, "approved_by has no effect without an approval_threshold", "warning")
+        elif effect.approval_threshold is not None:
+            self.out.add(
+                ("tools", key, "effect", "approval_threshold"),
+                f"no approved_by: every amount above {effect.approval_threshold:g} is blocked",
+                "warning",
+            )
 
     def facts(self) -> None:
         from .cel import HELPER_FUNCTIONS, CelError, compile_check
 
         for fact, source in self.checklist.facts.items():
             base: PathKey = ("facts", fact)
-            if not self.tool_exists(source.tool):
-                self.out.add((*base, "tool"), f"unknown tool {source.tool!r}")
-            elif self.known is not None and self.known[source.tool].mutating is True:
+            exists = self.check_tool((*base, "tool"), source.tool)
+            if exists and self.known is not None and self.known[source.tool].mutating is True:
                 self.out.add((*base, "tool"), f"fact source {source.tool!r} writes state; facts come from read tools")
             params = self.known[source.tool].parameters if self.known and source.tool in self.known else None
             for index, writer in enumerate(source.refreshed_by):
                 where: PathKey = (*base, "refreshed_by", index)
-                if not self.tool_exists(writer):
-                    self.out.add(where, f"unknown tool {writer!r}")
+                if not self.check_tool(where, writer):
                     continue
                 writer_params = self.known[writer].parameters if self.known and writer in self.known else None
                 missing = sorted(set(source.match) - set(writer_params)) if writer_params is not None else []
                 if missing:
                     self.out.add(where, f"{writer!r} has no parameter {missing[0]!r} to match the {fact} by")
+            for field_name in ("also", "invalidated_by"):  # newer fact fields, when the schema has them
+                for index, other in enumerate(_named_tools(getattr(source, field_name, None))):
+                    where = (*base, field_name, index)
+                    if other is None or not self.check_tool(where, other):
+                        continue
+                    if field_name == "also" and self.known is not None and self.known[other].mutating is True:
+                        self.out.add(where, f"fact source {other!r} writes state; facts come from read tools")
             self.fact_programs[fact] = {}
             for read_arg, expression in source.match.items():
                 path: PathKey = (*base, "match", read_arg)
@@ -415,9 +497,10 @@ class _Semantics:
         out = self.out
         for index, prereq in enumerate(req.prerequisites):
             path = (*base, "prerequisites", index)
-            if not self.tool_exists(prereq):
-                out.add(path, f"unknown tool {prereq!r}")
-            elif self.checklist.is_mutating(prereq) or (self.known is not None and self.known[prereq].mutating):
+            exists = self.check_tool(path, prereq)
+            if exists and (
+                self.checklist.is_mutating(prereq) or (self.known is not None and self.known[prereq].mutating)
+            ):
                 out.add(path, f"prerequisite {prereq!r} is not a read-only tool")
         if req.check is None:
             if req.examples:
@@ -458,7 +541,7 @@ class _Semantics:
         """Every ``args.X`` the check (or a fact match it depends on) reads is a parameter of the tool."""
         assert self.known is not None and req.check is not None
         if tool_key is not None:
-            targets = _tools_for_key(tool_key, self.known)
+            targets = _tools_for_key(tool_key, self.known, self.checklist)
         else:
             targets = [info for info in self.known.values() if info.mutating]
         expressions: list[tuple[str, PathKey]] = [(req.check, (*base, "check"))]

@@ -8,11 +8,16 @@ because a declaration is more trustworthy than a model's guess:
 
 * tau2 ``ToolType``: ``WRITE`` is mutating; ``READ`` and ``THINK`` are not;
   ``GENERIC`` declares nothing (``transfer_to_human_agents`` is one);
-* JSON tools: a boolean ``x-mutating``, or MCP-style ``annotations.readOnlyHint``,
-  on the tool or on its ``function`` object.
+* JSON tools: a boolean ``x-mutating``, or MCP-style annotations
+  (``readOnlyHint: false`` or ``destructiveHint: true`` mean it writes;
+  ``readOnlyHint: true`` that it does not), on the tool or on its ``function``
+  object. When declarations disagree, "writes" wins: a tool that says both is
+  treated as writing, never as read-only.
 
 Tools that declare nothing have ``declared_mutating=None``; the pipeline asks
-the model about them, and anything still unknown stays mutating.
+the model about them, and anything still unknown stays mutating. A
+``destructiveHint: false`` alone says nothing (MCP: a non-destructive tool may
+still write), nor does ``openWorldHint`` or ``idempotentHint``.
 """
 
 from __future__ import annotations
@@ -109,20 +114,34 @@ def tool_from_schema(item: Any, where: str = "tool schema") -> ToolInfo:
 
 
 def _declared_flag(item: dict[str, Any], body: dict[str, Any], where: str) -> tuple[bool | None, str | None]:
-    for holder in (item, body):
+    """What the tool declares about writing; any declaration that it writes wins over one that it does not."""
+    claims: list[tuple[bool, str]] = []
+    holders = [item] if body is item else [item, body]
+    for holder in holders:
         if "x-mutating" in holder:
-            value = holder["x-mutating"]
-            if not isinstance(value, bool):
-                raise ToolsError(f"{where}: x-mutating must be true or false, got {value!r}")
-            return value, "x-mutating"
-    for holder in (item, body):
+            claims.append((_flag(holder["x-mutating"], "x-mutating", where), "x-mutating"))
         annotations = holder.get("annotations")
-        if isinstance(annotations, dict) and "readOnlyHint" in annotations:
-            value = annotations["readOnlyHint"]
-            if not isinstance(value, bool):
-                raise ToolsError(f"{where}: annotations.readOnlyHint must be true or false, got {value!r}")
-            return (not value), "annotations.readOnlyHint"
-    return None, None
+        if annotations is None:
+            continue
+        if not isinstance(annotations, dict):
+            raise ToolsError(f"{where}: annotations must be an object, got {type(annotations).__name__}")
+        if "readOnlyHint" in annotations:
+            read_only = _flag(annotations["readOnlyHint"], "annotations.readOnlyHint", where)
+            claims.append((not read_only, "annotations.readOnlyHint"))
+        if "destructiveHint" in annotations:
+            destructive = _flag(annotations["destructiveHint"], "annotations.destructiveHint", where)
+            if destructive:
+                claims.append((True, "annotations.destructiveHint"))
+    for writes, by in claims:
+        if writes:
+            return True, by
+    return (False, claims[0][1]) if claims else (None, None)
+
+
+def _flag(value: Any, name: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ToolsError(f"{where}: {name} must be true or false, got {value!r}")
+    return value
 
 
 def _unique(tools: list[ToolInfo], where: str) -> list[ToolInfo]:

@@ -31,7 +31,10 @@ def register(subparsers: Any) -> None:
     validate = sub.add_parser(
         "validate",
         help="report every problem in a checklist, with file and line",
-        description="Exit 0 clean (warnings allowed), 1 errors found, 2 a file cannot be read.",
+        description=(
+            "Exit 0 clean (warnings allowed), 1 errors found, 2 a file cannot be read. Without --tools, tool "
+            "names are not checked (a misspelled tool key goes unnoticed); a warning says so."
+        ),
     )
     validate.add_argument("checklist", metavar="CHECKLIST.yaml")
     validate.add_argument("--policy", metavar="POLICY.md", help="the policy text: checks quotes and the version")

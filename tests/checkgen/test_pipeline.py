@@ -206,7 +206,7 @@ def test_a_check_that_does_not_compile_is_caught(desk: Any, generate: Callable[.
     desk.requirements["issue_refund"]["requirements"][1]["check"] = "args.amount <="
     run = generate(desk.model())
     assert run.code == 1
-    assert "issue_refund.requirements.1.check: does not compile" in run.err
+    assert "issue_refund.requirements.1.check: error: does not compile" in run.err
 
 
 def test_malformed_json_twice_is_a_clear_error_and_writes_nothing(

@@ -29,8 +29,8 @@ def test_validate_prints_every_problem_with_file_and_line_and_exits_1(capsys: py
     assert code == 1
     lines = out.splitlines()
     assert len(lines) == 10
-    assert f"{path}:6: owner: unknown field (not in the checklist schema)" in lines
-    assert any(line.startswith(f"{path}:36: tools.void_order: unknown tool") for line in lines)
+    assert f"{path}:6: owner: error: unknown field (not in the checklist schema)" in lines
+    assert any(line.startswith(f"{path}:36: tools.void_order: error: unknown tool") for line in lines)
     assert "9 error(s), 1 warning(s)" in err
 
 

@@ -65,7 +65,10 @@ def test_every_problem_in_one_file_is_reported_together_with_its_line() -> None:
 
 def test_problems_print_as_file_line_field_message() -> None:
     problem = next(p for p in _validate("many_problems.yaml") if p.field == "owner")
-    assert str(problem) == f"{FIXTURES / 'many_problems.yaml'}:6: owner: unknown field (not in the checklist schema)"
+    assert (
+        str(problem)
+        == f"{FIXTURES / 'many_problems.yaml'}:6: owner: error: unknown field (not in the checklist schema)"
+    )
     warning = Problem(file="c.yaml", line=3, field="tools.x", message="no requirements", severity="warning")
     assert str(warning) == "c.yaml:3: tools.x: warning: no requirements"
 
@@ -122,7 +125,7 @@ def test_a_mutating_tool_without_requirements_is_warned_about() -> None:
     checklist = parse_checklist(
         'policy: {name: p, version: "sha256:' + "0" * 64 + '"}\ntools:\n  delete_everything: {}\n', file="c.yaml"
     )
-    problems = validate_checklist(checklist)
+    problems = validate_checklist(checklist, tools=[ToolInfo("delete_everything", mutating=True)])
     assert [(p.line, p.severity, p.message) for p in problems] == [
         (3, "warning", "mutating tool 'delete_everything' has no requirements")
     ]
@@ -169,6 +172,6 @@ def test_a_fact_matched_on_an_argument_the_tool_lacks_is_reported_once_at_the_ma
 def test_an_example_the_check_cannot_evaluate_is_an_error() -> None:
     text = (FIXTURES / "good.yaml").read_text(encoding="utf-8")
     text = text.replace("{args: {amount: 10}, facts: {order: {captured: 10.0}}", "{args: {amount: 10}, facts: {}")
-    problems = validate_checklist(parse_checklist(text, file="c.yaml"))
+    problems = validate_checklist(parse_checklist(text, file="c.yaml"), tools=TOOLS)
     assert [(p.line, p.field) for p in problems] == [(29, "tools.refund.requirements.1.examples.0")]
     assert "fails to evaluate" in problems[0].message
