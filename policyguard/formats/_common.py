@@ -42,12 +42,16 @@ def plain(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
     if hasattr(value, "model_dump") and callable(value.model_dump):
         return _plain(value.model_dump(exclude_none=True))
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
     return value
 
 

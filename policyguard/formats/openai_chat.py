@@ -57,8 +57,13 @@ _ROLES: dict[str, Role] = {
 _TEXT_PARTS = {"text": "text", "refusal": "refusal"}
 
 
-def tool_call_from_openai(call: Any, *, where: str = "tool call") -> ToolCall:
-    """A :class:`ToolCall` from one entry of an assistant message's ``tool_calls``."""
+def tool_call_from_openai(call: Any, *, where: str = "tool call", unreadable: dict[str, str] | None = None) -> ToolCall:
+    """A :class:`ToolCall` from one entry of an assistant message's ``tool_calls``.
+
+    With ``unreadable`` (for histories that keep calls the guard refused), a
+    call whose arguments cannot be read gets empty arguments and its id is
+    recorded there with the reason, instead of raising.
+    """
     call = as_dict(plain(call), where)
     call_id = require_str(call, "id", where)
     kind = call.get("type", "function")
@@ -66,7 +71,14 @@ def tool_call_from_openai(call: Any, *, where: str = "tool call") -> ToolCall:
         raise FormatError(f"{where}: call {call_id!r}: unsupported tool call type {kind!r}")
     function = as_dict(call.get("function"), f"{where}: call {call_id!r}: 'function'")
     name = require_str(function, "name", f"{where}: call {call_id!r}")
-    return ToolCall(id=call_id, name=name, arguments=parse_arguments(function.get("arguments"), where, call_id))
+    try:
+        arguments = parse_arguments(function.get("arguments"), where, call_id)
+    except FormatError as exc:
+        if unreadable is None:
+            raise
+        unreadable[call_id] = str(exc)
+        arguments = {}
+    return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
 def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
@@ -88,8 +100,11 @@ def _content(value: Any, where: str) -> str | None:
     return join_text(as_list(value, f"{where}: 'content'"), where, _TEXT_PARTS)
 
 
-def read_message(item: Any, index: int) -> Message:
-    """One chat message as a :class:`Message`; ``index`` is only used in errors."""
+def read_message(item: Any, index: int, *, unreadable: dict[str, str] | None = None) -> Message:
+    """One chat message as a :class:`Message`; ``index`` is only used in errors.
+
+    ``unreadable`` is passed to :func:`tool_call_from_openai`.
+    """
     where = f"message {index}"
     item = as_dict(plain(item), where)
     raw_role = item.get("role")
@@ -106,7 +121,7 @@ def read_message(item: Any, index: int) -> Message:
         raise FormatError(f"{where}: only assistant messages can carry 'tool_calls'")
     if role == "assistant":
         calls = as_list(item.get("tool_calls") or [], f"{where}: 'tool_calls'")
-        fields["tool_calls"] = [tool_call_from_openai(call, where=where) for call in calls]
+        fields["tool_calls"] = [tool_call_from_openai(call, where=where, unreadable=unreadable) for call in calls]
     elif role == "tool":
         fields["tool_call_id"] = require_str(item, "tool_call_id", where)
         fields["is_error"] = error_flag(item.get("is_error"), where) or says_error(content)
