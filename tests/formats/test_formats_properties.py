@@ -197,6 +197,25 @@ MESSAGE_SHAPES = st.fixed_dictionaries(
 )  # fmt: skip
 
 
+UNHASHABLE = st.sampled_from([["user"], {"role": "user"}, [], {}])
+
+
+@SETTINGS
+@given(
+    fmt=st.sampled_from((*FORMATS, "auto")),
+    role=st.one_of(st.sampled_from(["user", "assistant"]), UNHASHABLE),
+    part_type=st.one_of(st.sampled_from(["text", "tool_use", "tool_result"]), UNHASHABLE),
+    item_type=st.one_of(st.just("absent"), st.sampled_from(["message", "reasoning"]), UNHASHABLE),
+)
+def test_unhashable_roles_and_types_are_a_format_error(fmt: str, role: Any, part_type: Any, item_type: Any) -> None:
+    """A list or object where a role or type name belongs once raised TypeError from a dict lookup."""
+    item: dict[str, Any] = {"role": role, "content": [{"type": part_type, "text": "x"}]}
+    if item_type != "absent":
+        item["type"] = item_type
+    result = _read(fmt, [item])
+    assert result is None or isinstance(result, Trajectory)
+
+
 @SETTINGS
 @given(fmt=st.sampled_from((*FORMATS, "auto")), messages=st.lists(MESSAGE_SHAPES, max_size=5))
 def test_near_miss_message_shapes_are_a_trajectory_or_a_format_error(fmt: str, messages: list[Any]) -> None:
