@@ -11,6 +11,8 @@ import textwrap
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policyguard import GuardedTools, HardGate, Message, ToolCall, Trajectory, parse_checklist
 from policyguard.canonical import policy_version
@@ -317,3 +319,54 @@ def test_each_call_converts_only_the_new_messages(tools, monkeypatch):
     converted.clear()
     run_turn(tools, messages, call("r2", "get_reservation_details", reservation_id="T1QOBS"), append_each=True)
     assert converted == [2, 3]
+
+
+# -- property: whatever the history, a tool message or a FormatError ------------
+
+_IDS = st.sampled_from(["r1", "r2", "r3"])
+_ARGUMENTS = st.sampled_from(
+    ['{"reservation_id": "NO6JO3"}', '{"reservation_id": "T1QOBS"}', '{"reservation_id": NaN}', "{", '{"n": 1e999}']
+)
+_RESULTS = st.sampled_from(['{"reservation_id": "NO6JO3", "user_id": "mia_li_3668", "total_baggages": 2}', "Error: x"])
+_FLAGS = st.sampled_from([None, True, False, "false", 0])
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    for _ in range(draw(st.integers(0, 5))):
+        if draw(st.booleans()):
+            calls = [
+                {"id": draw(_IDS), "type": "function", "function": {"name": "get_reservation_details", "arguments": a}}
+                for a in draw(st.lists(_ARGUMENTS, min_size=1, max_size=2))
+            ]
+            out.append({"role": "assistant", "content": None, "tool_calls": calls})
+        else:
+            result: dict[str, Any] = {"role": "tool", "tool_call_id": draw(_IDS), "content": draw(_RESULTS)}
+            flag = draw(_FLAGS)
+            if flag is not None:
+                result["is_error"] = flag
+            out.append(result)
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(history=_histories(), arguments=_ARGUMENTS)
+def test_any_history_gives_a_tool_message_or_a_format_error_and_reused_ids_never_run(history, arguments):
+    airline = Airline()
+    checklist = parse_checklist(CHECKLIST)
+    guard = Guard(checklist, POLICY, gate=HardGate(checklist), allow_unverified=True)
+    tools = GuardedTools(guard, {"cancel_reservation": airline.cancel_reservation})
+    cancel = {"id": "c9", "type": "function", "function": {"name": "cancel_reservation", "arguments": arguments}}
+    history.append(turn(cancel))
+    ids = [c["id"] for m in history for c in m.get("tool_calls", [])]
+    answers = [m["tool_call_id"] for m in history if m["role"] == "tool"]
+    try:
+        reply = tools.openai_chat(cancel, history)
+    except FormatError:
+        assert airline.writes == []
+        return
+    assert len(set(ids)) == len(ids) and len(set(answers)) == len(answers), "a reused id was accepted"
+    assert reply["role"] == "tool" and reply["tool_call_id"] == "c9"
+    if airline.writes:
+        assert arguments == '{"reservation_id": "NO6JO3"}'  # the only cancel the owner rule can allow
