@@ -74,7 +74,7 @@ class GuardedTools:
         self.guard = guard
         self.tools = dict(tools or {})
         self.executor = executor
-        self._outcomes: OrderedDict[tuple[str, str, str], ToolOutcome] = OrderedDict()
+        self._outcomes: OrderedDict[tuple[int, str, str, str], ToolOutcome] = OrderedDict()
         self._history: ChatHistory | None = None  # the incremental Chat converter, made on first use
         self._lock = threading.Lock()
 
@@ -90,18 +90,20 @@ class GuardedTools:
         return self._run(call, trajectory)
 
     def _run(self, call: ToolCall, trajectory: Trajectory, position: int | None = None) -> ToolOutcome:
+        if position is None:
+            position = _position(call, trajectory)
         state, refusal = self._state_after_earlier_calls(call, trajectory, position)
         if refusal is not None:
-            return self._refuse(call, refusal)
+            return self._refuse(call, refusal, position)
         outcome = self._decide_and_run(call, state)
-        self._remember(call, outcome)
+        self._remember(call, outcome, position)
         return outcome
 
-    def _refuse(self, call: ToolCall, reason: str) -> ToolOutcome:
+    def _refuse(self, call: ToolCall, reason: str, position: int | None) -> ToolOutcome:
         """A call refused before the guard saw it (unreadable, or out of order); remembered like any outcome."""
         decision = Decision.block("guard", reason, call_id=call.id, tool=call.name, args_sha256=call.args_sha256)
         outcome = _outcome(call, decision, reason, is_error=True, executed=False)
-        self._remember(call, outcome)
+        self._remember(call, outcome, position)
         return outcome
 
     def _decide_and_run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
@@ -166,35 +168,34 @@ class GuardedTools:
             trajectory = self._history.convert(messages)
             position = _check_pending(call, trajectory, self._history)
         if unreadable is not None:
-            outcome = self._refuse(call, f"{unreadable}. The call was not run; send its arguments as one JSON object.")
+            reason = f"{unreadable}. The call was not run; send its arguments as one JSON object."
+            outcome = self._refuse(call, reason, position)
         else:
             outcome = self._run(call, trajectory, position)
         if outcome.is_error and not outcome.executed:
             return tool_error_message(outcome.call_id, outcome.content)
         return {"role": "tool", "tool_call_id": outcome.call_id, "content": outcome.content}
 
-    def _remember(self, call: ToolCall, outcome: ToolOutcome) -> None:
+    def _remember(self, call: ToolCall, outcome: ToolOutcome, position: int | None) -> None:
+        """Keep ``outcome`` for the later calls of the same message (keyed by where the call sits)."""
+        if position is None:
+            return
         with self._lock:
-            self._outcomes[(call.id, call.name, call.args_sha256)] = outcome
+            self._outcomes[(position, call.id, call.name, call.args_sha256)] = outcome
             while len(self._outcomes) > _REMEMBERED_OUTCOMES:
                 self._outcomes.popitem(last=False)
 
     def _state_after_earlier_calls(
-        self, call: ToolCall, trajectory: Trajectory, position: int | None = None
+        self, call: ToolCall, trajectory: Trajectory, position: int | None
     ) -> tuple[Trajectory, str | None]:
         """The trajectory as it stands after the calls before ``call`` in its assistant message.
 
         Returns ``(trajectory, None)``, with the results GuardedTools produced
         for earlier calls appended when the loop has not appended them yet, or
         ``(trajectory, refusal)`` when an earlier call has not run. ``position``
-        is the index of the message carrying ``call`` when already known.
+        is the index of the message carrying ``call`` (None: not in the history).
         """
         messages = trajectory.messages
-        if position is None:
-            position = next(
-                (i for i in range(len(messages) - 1, -1, -1) if any(c.id == call.id for c in messages[i].tool_calls)),
-                None,
-            )
         if position is None:
             return trajectory, None
         siblings = messages[position].tool_calls
@@ -207,7 +208,7 @@ class GuardedTools:
             if sibling.id in answered:
                 continue
             with self._lock:
-                outcome = self._outcomes.get((sibling.id, sibling.name, sibling.args_sha256))
+                outcome = self._outcomes.get((position, sibling.id, sibling.name, sibling.args_sha256))
             if outcome is None:
                 return trajectory, (
                     f"Call {sibling.id!r} ({sibling.name}) comes before this call in the same message and "
@@ -219,6 +220,15 @@ class GuardedTools:
         if not missing:
             return trajectory, None
         return Trajectory.model_construct(messages=[*messages, *missing]), None
+
+
+def _position(call: ToolCall, trajectory: Trajectory) -> int | None:
+    """The index of the (last) message that carries ``call``, or None."""
+    messages = trajectory.messages
+    for index in range(len(messages) - 1, -1, -1):
+        if any(c.id == call.id for c in messages[index].tool_calls):
+            return index
+    return None
 
 
 def _check_pending(call: ToolCall, trajectory: Trajectory, history: ChatHistory) -> int | None:

@@ -145,6 +145,19 @@ def test_a_call_whose_earlier_sibling_has_not_run_is_refused(tools, airline):
     assert airline.writes == []
 
 
+def test_a_result_remembered_from_another_conversation_does_not_count(tools, airline):
+    """Another history with the same call ids: its sibling has not run here, so the later call is refused."""
+    messages = read_no6jo3(tools)
+    up = call("b1", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=5)
+    down = call("b2", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=6)
+    run_turn(tools, messages, up, down, append_each=True)
+    other: list[Any] = [{"role": "user", "content": "hello"}, *messages[1:3], {"role": "user", "content": "more"}]
+    other.append(turn(up, down))
+    reply = tools.openai_chat(down, other)
+    assert "'b1'" in reply["content"] and reply["content"].startswith("Error:")
+    assert airline.writes == [("bags", 5), ("bags", 6)]
+
+
 def test_run_with_a_trajectory_also_sees_the_results_of_earlier_siblings(tools, airline):
     read = ToolCall(id="r1", name="get_reservation_details", arguments={"reservation_id": "NO6JO3"})
     up = ToolCall(
