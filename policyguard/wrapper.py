@@ -4,11 +4,20 @@ Give it your tool functions; it runs read-only ones directly, sends mutating
 ones through the guard, and returns what the loop should append: the tool's
 result, or - when the guard blocks - the remediation as the tool's error result
 with the same call id, so the model reads it on its next turn.
+
+Several calls in one assistant message run one after another, so each is judged
+on the dialogue *after* the calls before it: a result GuardedTools produced for
+an earlier call of the same message counts even when the loop has not appended
+it yet, and a call whose earlier siblings have not run is refused. A history in
+which a call id is used twice or answered twice raises
+:class:`~policyguard.errors.FormatError` naming both messages.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +25,13 @@ from pydantic import BaseModel, ConfigDict
 
 from .decision import Decision
 from .guard import Guard, remediation_message
-from .messages import ToolCall, Trajectory
+from .messages import Message, ToolCall, Trajectory
+
+_REMEMBERED_OUTCOMES = 1024
 
 if TYPE_CHECKING:  # pragma: no cover
     from .executor import GuardedExecutor
+    from .formats.chat_history import ChatHistory
 
 
 class ToolOutcome(BaseModel):
@@ -62,9 +74,39 @@ class GuardedTools:
         self.guard = guard
         self.tools = dict(tools or {})
         self.executor = executor
+        self._outcomes: OrderedDict[tuple[int, str, str, str], ToolOutcome] = OrderedDict()
+        self._history: ChatHistory | None = None  # the incremental Chat converter, made on first use
+        self._lock = threading.Lock()
 
     def run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
-        """Check one call against the dialogue so far and run it if allowed."""
+        """Check one call against the dialogue so far and run it if allowed.
+
+        Raises :class:`~policyguard.errors.FormatError` when ``trajectory`` uses a
+        call id twice or answers one twice.
+        """
+        from .formats._common import check_ids
+
+        check_ids(trajectory)
+        return self._run(call, trajectory)
+
+    def _run(self, call: ToolCall, trajectory: Trajectory, position: int | None = None) -> ToolOutcome:
+        if position is None:
+            position = _position(call, trajectory)
+        state, refusal = self._state_after_earlier_calls(call, trajectory, position)
+        if refusal is not None:
+            return self._refuse(call, refusal, position)
+        outcome = self._decide_and_run(call, state)
+        self._remember(call, outcome, position)
+        return outcome
+
+    def _refuse(self, call: ToolCall, reason: str, position: int | None) -> ToolOutcome:
+        """A call refused before the guard saw it (unreadable, or out of order); remembered like any outcome."""
+        decision = Decision.block("guard", reason, call_id=call.id, tool=call.name, args_sha256=call.args_sha256)
+        outcome = _outcome(call, decision, reason, is_error=True, executed=False)
+        self._remember(call, outcome, position)
+        return outcome
+
+    def _decide_and_run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
         decision = self.guard.check(call, trajectory)
         if decision.outcome != "allow":
             remediation = remediation_message(call, decision).content or ""
@@ -95,20 +137,113 @@ class GuardedTools:
             return _outcome(call, decision, f"Error: {result.error}", is_error=True, executed=result.executed)
         return _outcome(call, decision, _text(result.result), is_error=False, executed=result.executed)
 
-    def openai_chat(self, tool_call: dict[str, Any], messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def openai_chat(self, tool_call: Any, messages: Sequence[Any]) -> dict[str, Any]:
         """One OpenAI Chat Completions tool call in, the ``role: tool`` message to append out.
 
         ``messages`` is the conversation so far, including the assistant message
-        that carries ``tool_call``.
+        that carries ``tool_call``. It is converted incrementally: messages
+        already seen are reused while they compare equal to what was converted,
+        and everything from the first changed message on is converted again.
+
+        A call whose arguments cannot be read (invalid JSON, ``NaN``,
+        ``Infinity``, integers beyond 64 bits, too deep) is not run; its answer
+        is an error result naming the argument, so the model can correct it.
+        Raises :class:`~policyguard.errors.FormatError` when the history cannot
+        be read faithfully (a call id used twice or answered twice, ``tool_call``
+        differing from the call of the same id in ``messages``, a call already
+        answered).
         """
-        from .formats import to_trajectory
+        from .errors import FormatError
+        from .formats.chat_history import ChatHistory
         from .formats.openai_chat import tool_call_from_openai, tool_error_message
 
-        call = tool_call_from_openai(tool_call)
-        outcome = self.run(call, to_trajectory(list(messages), format="openai_chat"))
+        unreadable: FormatError | None = None
+        try:
+            call = tool_call_from_openai(tool_call)
+        except FormatError as exc:  # raises again unless only the arguments failed
+            call, unreadable = tool_call_from_openai(tool_call, unreadable={}), exc
+        with self._lock:
+            if self._history is None:
+                self._history = ChatHistory()
+            trajectory = self._history.convert(messages)
+            position = _check_pending(call, trajectory, self._history)
+        if unreadable is not None:
+            reason = f"{unreadable}. The call was not run; send its arguments as one JSON object."
+            outcome = self._refuse(call, reason, position)
+        else:
+            outcome = self._run(call, trajectory, position)
         if outcome.is_error and not outcome.executed:
             return tool_error_message(outcome.call_id, outcome.content)
         return {"role": "tool", "tool_call_id": outcome.call_id, "content": outcome.content}
+
+    def _remember(self, call: ToolCall, outcome: ToolOutcome, position: int | None) -> None:
+        """Keep ``outcome`` for the later calls of the same message (keyed by where the call sits)."""
+        if position is None:
+            return
+        with self._lock:
+            self._outcomes[(position, call.id, call.name, call.args_sha256)] = outcome
+            while len(self._outcomes) > _REMEMBERED_OUTCOMES:
+                self._outcomes.popitem(last=False)
+
+    def _state_after_earlier_calls(
+        self, call: ToolCall, trajectory: Trajectory, position: int | None
+    ) -> tuple[Trajectory, str | None]:
+        """The trajectory as it stands after the calls before ``call`` in its assistant message.
+
+        Returns ``(trajectory, None)``, with the results GuardedTools produced
+        for earlier calls appended when the loop has not appended them yet, or
+        ``(trajectory, refusal)`` when an earlier call has not run. ``position``
+        is the index of the message carrying ``call`` (None: not in the history).
+        """
+        messages = trajectory.messages
+        if position is None:
+            return trajectory, None
+        siblings = messages[position].tool_calls
+        earlier = siblings[: next(i for i, c in enumerate(siblings) if c.id == call.id)]
+        if not earlier:
+            return trajectory, None
+        answered = {m.tool_call_id for m in messages[position + 1 :] if m.role == "tool"}
+        missing: list[Message] = []
+        for sibling in earlier:
+            if sibling.id in answered:
+                continue
+            with self._lock:
+                outcome = self._outcomes.get((position, sibling.id, sibling.name, sibling.args_sha256))
+            if outcome is None:
+                return trajectory, (
+                    f"Call {sibling.id!r} ({sibling.name}) comes before this call in the same message and "
+                    "has not run; the calls of one message run in order, each after the one before it."
+                )
+            missing.append(
+                Message(role="tool", tool_call_id=sibling.id, content=outcome.content, is_error=outcome.is_error)
+            )
+        if not missing:
+            return trajectory, None
+        return Trajectory.model_construct(messages=[*messages, *missing]), None
+
+
+def _position(call: ToolCall, trajectory: Trajectory) -> int | None:
+    """The index of the (last) message that carries ``call``, or None."""
+    messages = trajectory.messages
+    for index in range(len(messages) - 1, -1, -1):
+        if any(c.id == call.id for c in messages[index].tool_calls):
+            return index
+    return None
+
+
+def _check_pending(call: ToolCall, trajectory: Trajectory, history: ChatHistory) -> int | None:
+    """The index of the message carrying ``call``; it must match ``call`` and not be answered yet."""
+    from .errors import FormatError
+
+    index = history.call_index(call.id)
+    if index is not None:
+        listed = next(c for c in trajectory.messages[index].tool_calls if c.id == call.id)
+        if (listed.name, listed.arguments) != (call.name, call.arguments):
+            raise FormatError(f"message {index}: call {call.id!r} differs from the tool call given to check")
+    answered = history.result_index(call.id)
+    if answered is not None:
+        raise FormatError(f"message {answered}: call {call.id!r} is already answered; it is not run twice")
+    return index
 
 
 def _text(result: Any) -> str:

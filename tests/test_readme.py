@@ -95,7 +95,7 @@ def test_readme_drop_in_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     tool_messages = [m for m in seen[-1] if m.get("role") == "tool"]
     assert [m["tool_call_id"] for m in tool_messages] == ["c1", "c2"]
     assert json.loads(tool_messages[0]["content"]) == {"order_id": "O1", "captured": 80}
-    assert tool_messages[1]["content"] == REMEDIATION
+    assert tool_messages[1]["content"] == f"Error: {REMEDIATION}"  # marked failed, so it reads back as no fact
     model.assert_complete()
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     decision = [r for r in records if r["event"] == "decision" and r["tool"] == "issue_refund"]

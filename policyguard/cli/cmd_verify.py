@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, FormatError
+from ..limits import call_problem
 from ..messages import ToolCall
 
 MODES = ("checklist", "raw", "raw_traj", "checklist_only")
@@ -45,16 +46,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _read_json(path: Path, what: str) -> Any:
+    """The JSON in ``path``; any failure is a :class:`ConfigError` naming the file, never a traceback."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from exc
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: {what} is nested too deeply to read") from None
+    except ValueError as exc:  # invalid JSON, bad UTF-8, an integer too long to convert
+        raise ConfigError(f"{path}: {what} is not valid JSON: {exc}") from None
+
+
+def _check_text(path: Path, what: str) -> None:
+    """Fail with one line naming ``path`` when it cannot be read as UTF-8 text."""
+    try:
+        path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise ConfigError(f"{path}: {what} is not valid JSON: {exc}") from exc
+        raise ConfigError(f"{path}: {what} is not UTF-8 text: {exc}") from None
 
 
 def parse_call(data: Any, source: str = "<call>") -> ToolCall:
-    """A pending call in our own shape or any supported provider's shape."""
+    """A pending call in our own shape or any supported provider's shape.
+
+    Arguments that break :mod:`policyguard.limits` (``NaN``, ``Infinity``,
+    integers beyond 64 bits, too deep) are refused like unreadable ones.
+    """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a tool call must be a JSON object")
     try:
@@ -67,30 +85,43 @@ def parse_call(data: Any, source: str = "<call>") -> ToolCall:
 
             return tool_call_from_anthropic(data)
         if data.get("type") == "function_call":  # OpenAI Responses
-            arguments = data.get("arguments", "{}")
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-            return ToolCall(id=data["call_id"], name=data["name"], arguments=parsed)
-        return ToolCall.model_validate(data)
-    except FormatError:
-        raise
+            from ..formats.openai_responses import tool_call_from_openai as from_responses
+
+            return from_responses(data)
+        call = ToolCall.model_validate(data)
+    except FormatError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError(f"{source}: not a tool call: {exc}") from exc
+        raise ConfigError(f"{source}: not a tool call: {_first_line(exc)}") from None
+    problem = call_problem(call.arguments)
+    if problem is not None:
+        raise ConfigError(f"{source}: call {call.id!r}: {problem}")
+    return call
+
+
+def _first_line(exc: Exception) -> str:
+    """pydantic errors span several lines; the CLI prints one."""
+    return " ".join(str(exc).split())
 
 
 def run(args: argparse.Namespace) -> int:
     from ..formats import to_trajectory
     from ..guard import Guard
 
-    guard = Guard.from_files(
-        policy=args.policy,
-        checklist=args.checklist,
-        model=args.model,
-        mode=args.mode,
-        use_gate=not args.no_gate,
-        strict=not args.advisory,
-        trace_path=args.trace,
-        unknown_tools=args.unknown_tools,
-    )
+    _check_text(args.policy, "policy")
+    try:
+        guard = Guard.from_files(
+            policy=args.policy,
+            checklist=args.checklist,
+            model=args.model,
+            mode=args.mode,
+            use_gate=not args.no_gate,
+            strict=not args.advisory,
+            trace_path=args.trace,
+            unknown_tools=args.unknown_tools,
+        )
+    except OSError as exc:  # the trace file, or a file named by --model
+        raise ConfigError(f"{exc.filename or 'a file'}: cannot open: {exc.strerror or exc}") from None
     raw = _read_json(args.trajectory, "trajectory")
     system = None
     if isinstance(raw, dict):  # {"messages": [...]} or Anthropic's {"system": ..., "messages": [...]}
@@ -101,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         trajectory = to_trajectory(raw, format=args.format, system=system)
     except FormatError as exc:
-        raise ConfigError(f"{args.trajectory}: {exc}") from exc
+        raise ConfigError(f"{args.trajectory}: {exc}") from None
     call = parse_call(_read_json(args.call, "call"), str(args.call))
     decision = guard.check(call, trajectory)
     payload = decision.model_dump(mode="json", exclude_none=True)

@@ -9,7 +9,19 @@ guard uses to hand a blocked call's remediation back to the agent.
 
 Readers raise :class:`~policyguard.errors.FormatError` naming the message index
 on anything they cannot read faithfully (invalid JSON arguments, unknown roles
-or item types); nothing that could hide a tool call is skipped.
+or item types); nothing that could hide a tool call is skipped. In every format:
+
+- a call id used by two calls, or answered by two results, is refused naming
+  both message indexes (results are paired with calls by id, never by position);
+- call arguments must be a JSON object within :mod:`policyguard.limits`: no
+  ``NaN``/``Infinity`` (nor ``1e999``, which overflows to infinity), integers
+  within 64 bits, at most ``MAX_DEPTH`` levels; the error names the argument;
+- a tool result is a failure (``is_error=True``) when the format's flag says so
+  (Anthropic ``is_error``; Responses ``status`` ``incomplete``/``in_progress``;
+  a non-standard ``is_error`` on Chat and Responses results) or its text starts
+  with ``"Error:"``; a flag of the wrong type (``"false"``, ``0``) is refused.
+  Writers round-trip the flag (Anthropic ``is_error: true``; the OpenAI formats,
+  which have no flag, by the ``"Error: "`` prefix).
 """
 
 from __future__ import annotations

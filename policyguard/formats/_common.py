@@ -1,9 +1,17 @@
-"""Helpers shared by the format readers: plain data, argument parsing, text joining.
+"""Helpers shared by the format readers: plain data, argument parsing, call ids, error flags.
 
 Readers are strict where it matters for a guard: a call whose arguments cannot
-be parsed, or a message that cannot be read, raises :class:`FormatError` naming
-the message index instead of being skipped, because a skipped call is a call
-nobody checked.
+be parsed or break the limits of :mod:`policyguard.limits`, a call id used
+twice, a second result for one call, an error flag of the wrong type, or a
+message that cannot be read raises :class:`FormatError` naming the message
+index instead of being skipped or guessed, because a skipped call is a call
+nobody checked and a result paired by position is a fact about the wrong record.
+
+A tool result is a failure when its format's flag says so (see each reader) or
+when its text starts with ``"Error:"``, the convention of tau2's environment,
+of :class:`policyguard.GuardedTools` and of the OpenAI writers here (OpenAI
+formats have no error flag). Reading a success as a failure only removes a
+fact, so the text rule errs on the closed side.
 """
 
 from __future__ import annotations
@@ -13,6 +21,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import FormatError
+from ..limits import MAX_DEPTH, MAX_RESULT_CHARS, call_problem
+from ..messages import Trajectory
+
+ERROR_PREFIX = "Error:"
 
 
 def plain(value: Any) -> Any:
@@ -21,13 +33,25 @@ def plain(value: Any) -> Any:
     The OpenAI and Anthropic SDKs return pydantic objects (``ChatCompletionMessage``,
     ``ToolUseBlock``...), often nested inside hand-written dicts; fields set to
     ``None`` are dropped, as the readers treat a missing key and ``None`` alike.
+    Input nested too deeply for Python to walk raises :class:`FormatError`.
     """
-    if hasattr(value, "model_dump") and callable(value.model_dump):
-        return plain(value.model_dump(exclude_none=True))
-    if isinstance(value, Mapping):
-        return {key: plain(item) for key, item in value.items()}
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise FormatError("the input is nested too deeply to read") from None
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(item) for item in value]
+        return [_plain(item) for item in value]
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        return _plain(value.model_dump(exclude_none=True))
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
     return value
 
 
@@ -56,17 +80,28 @@ def parse_arguments(raw: Any, where: str, call_id: str) -> dict[str, Any]:
     """A call's arguments as a dict: a JSON-object string is parsed, a dict is kept.
 
     An empty string means no arguments. Anything else (invalid JSON, a JSON
-    array or number) raises naming the message and the call id.
+    array or number) raises naming the message and the call id, and so do
+    arguments that break the limits of :mod:`policyguard.limits`: ``NaN``,
+    ``Infinity``, numbers that overflow to infinity (``1e999``), integers
+    beyond 64 bits, nesting deeper than ``MAX_DEPTH`` and too many values. The
+    message names the argument, for the model to correct.
     """
     if raw is None or raw == "":
         return {}
     if isinstance(raw, str):
+        if len(raw) > MAX_RESULT_CHARS:
+            raise FormatError(f"{where}: call {call_id!r}: arguments are over {MAX_RESULT_CHARS:,} characters")
         try:
-            raw = json.loads(raw)
+            raw = json.loads(raw)  # NaN and Infinity parse here so call_problem can name the argument
+        except RecursionError:
+            raise FormatError(f"{where}: call {call_id!r}: arguments nested deeper than {MAX_DEPTH} levels") from None
         except ValueError as exc:
             raise FormatError(f"{where}: call {call_id!r}: arguments are not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise FormatError(f"{where}: call {call_id!r}: arguments must be a JSON object, got {type(raw).__name__}")
+    problem = call_problem(raw)
+    if problem is not None:
+        raise FormatError(f"{where}: call {call_id!r}: {problem}")
     return raw
 
 
@@ -97,3 +132,79 @@ def join_text(parts: Iterable[Any], where: str, text_types: Mapping[str, str]) -
             raise FormatError(f"{where}, content part {position}: {kind!r} part without a {key!r} string")
         lines.append(text)
     return "\n".join(lines)
+
+
+def error_flag(value: Any, where: str, key: str = "is_error") -> bool:
+    """A result's error flag: absent or ``None`` is false, a bool is itself, anything else raises.
+
+    ``"false"``, ``0`` or ``1`` are refused rather than guessed: a string
+    ``"false"`` is truthy in Python, and a guessed flag decides whether a
+    failed read stands as a fact.
+    """
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise FormatError(f"{where}: {key!r} must be true or false, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def says_error(text: str | None) -> bool:
+    """Whether a tool result's text marks a failure by the ``"Error:"`` convention."""
+    return text is not None and text.lstrip().startswith(ERROR_PREFIX)
+
+
+def error_text(text: str | None, is_error: bool) -> str:
+    """A result's text for a format without an error flag: failures start with ``"Error:"``."""
+    text = text or ""
+    if is_error and not says_error(text):
+        return f"{ERROR_PREFIX} {text}" if text else ERROR_PREFIX
+    return text
+
+
+class CallIds:
+    """Each call id is used by one call and answered by at most one result, across the input.
+
+    Pairing a result with its call goes by id; two calls with one id (reads of
+    two different records, say) or two results for one id would make one
+    record's data stand as the fact for another, so both are refused with the
+    indexes of the two messages, never resolved by position.
+    """
+
+    def __init__(self, label: str = "message") -> None:
+        self.label = label
+        self.calls: dict[str, int] = {}
+        self.results: dict[str, int] = {}
+
+    def call(self, call_id: str, index: int) -> None:
+        self._once(self.calls, call_id, index, "call id {id} is used by two calls")
+
+    def result(self, call_id: str, index: int) -> None:
+        self._once(self.results, call_id, index, "call id {id} is answered by two results")
+
+    def _once(self, seen: dict[str, int], call_id: str, index: int, what: str) -> None:
+        first = seen.get(call_id)
+        if first is None:
+            seen[call_id] = index
+            return
+        where = f"in {self.label} {index}" if first == index else f"in {self.label} {first} and {self.label} {index}"
+        raise FormatError(
+            f"{self.label} {index}: {what.format(id=repr(call_id))} ({where}); refused, never paired by position"
+        )
+
+
+def check_ids(trajectory: Trajectory) -> None:
+    """Refuse a trajectory in which a call id is used twice or answered twice (see :class:`CallIds`)."""
+    ids = CallIds()
+    for index, message in enumerate(trajectory.messages):
+        for call in message.tool_calls:
+            ids.call(call.id, index)
+        if message.role == "tool" and message.tool_call_id is not None:
+            ids.result(message.tool_call_id, index)
+
+
+def optional_str(item: Mapping[str, Any], key: str, where: str) -> str | None:
+    """``item[key]`` when it is a string or absent; anything else raises."""
+    value = item.get(key)
+    if value is not None and not isinstance(value, str):
+        raise FormatError(f"{where}: {key!r} must be a string, got {type(value).__name__}")
+    return value

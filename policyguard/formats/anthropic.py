@@ -11,7 +11,17 @@ be dicts or SDK objects.
 - A user message is split in block order: each ``tool_result`` becomes a
   ``role="tool"`` message (keeping ``is_error``), each run of other blocks one
   ``role="user"`` message (images and documents as ``[image]`` placeholders).
-- Any other block type (server tools, ...) raises :class:`FormatError`.
+- Any other block type (server tools, ...) raises :class:`FormatError`, and so
+  do a ``tool_use`` id used twice, two ``tool_result`` blocks for one id (both
+  message indexes are named) and ``input`` that breaks
+  :mod:`policyguard.limits` (``NaN``, ``Infinity``, integers beyond 64 bits,
+  too deep).
+
+Failed tool results: a ``tool_result`` is read as a failure when ``is_error`` is
+``true`` or when its text starts with ``"Error:"`` (tau2's environment and
+:class:`policyguard.GuardedTools` mark failures that way; litellm drops the flag
+when it converts Chat messages). ``is_error`` must be a JSON bool or absent:
+``"false"`` (a string), ``0`` or ``1`` raise rather than being guessed.
 
 Canonical form (what :func:`write` produces and round-trips exactly): ``system``
 a string or ``None``; assistant content always a block list (text first, then
@@ -28,7 +38,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..messages import Message, ToolCall, Trajectory
-from ._common import as_dict, as_list, join_text, plain, require_str
+from ._common import CallIds, as_dict, as_list, error_flag, join_text, parse_arguments, plain, require_str, says_error
 
 _TEXT_BLOCKS = {"text": "text"}
 _PLACEHOLDER_BLOCKS = frozenset({"image", "document"})
@@ -45,7 +55,7 @@ def tool_call_from_anthropic(block: Any, *, where: str = "tool_use block") -> To
     arguments = block.get("input", {})
     if not isinstance(arguments, dict):
         raise FormatError(f"{where}: call {call_id!r}: 'input' must be an object, got {type(arguments).__name__}")
-    return ToolCall(id=call_id, name=name, arguments=arguments)
+    return ToolCall(id=call_id, name=name, arguments=parse_arguments(arguments, where, call_id))
 
 
 def tool_error_message(call_id: str, text: str) -> dict[str, Any]:
@@ -62,7 +72,7 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return [as_dict(block, f"{where}, block {i}") for i, block in enumerate(as_list(content, f"{where}: 'content'"))]
 
 
-def _read_assistant(content: Any, where: str) -> Message:
+def _read_assistant(content: Any, where: str, index: int, ids: CallIds) -> Message:
     texts: list[dict[str, Any]] = []
     calls: list[ToolCall] = []
     for i, block in enumerate(_blocks(content, where)):
@@ -70,8 +80,10 @@ def _read_assistant(content: Any, where: str) -> Message:
         if kind == "text":
             texts.append(block)
         elif kind == "tool_use":
-            calls.append(tool_call_from_anthropic(block, where=f"{where}, block {i}"))
-        elif kind not in DROPPED_BLOCKS:
+            call = tool_call_from_anthropic(block, where=f"{where}, block {i}")
+            ids.call(call.id, index)
+            calls.append(call)
+        elif not isinstance(kind, str) or kind not in DROPPED_BLOCKS:
             raise FormatError(f"{where}, block {i}: unsupported assistant block type {kind!r}")
     text = join_text(texts, where, _TEXT_BLOCKS) if texts else None
     return Message(role="assistant", content=text, tool_calls=calls)
@@ -82,10 +94,11 @@ def _read_tool_result(block: dict[str, Any], where: str) -> Message:
     content = block.get("content")
     if content is not None and not isinstance(content, str):
         content = join_text(as_list(content, f"{where}: 'content'"), where, _TEXT_BLOCKS)
-    return Message(role="tool", tool_call_id=call_id, content=content, is_error=bool(block.get("is_error", False)))
+    failed = error_flag(block.get("is_error"), where) or says_error(content)
+    return Message(role="tool", tool_call_id=call_id, content=content, is_error=failed)
 
 
-def _read_user(content: Any, where: str) -> list[Message]:
+def _read_user(content: Any, where: str, index: int, ids: CallIds) -> list[Message]:
     if isinstance(content, str):
         return [Message(role="user", content=content)]
     out: list[Message] = []
@@ -96,8 +109,10 @@ def _read_user(content: Any, where: str) -> list[Message]:
             if run:
                 out.append(Message(role="user", content=join_text(run, where, _TEXT_BLOCKS)))
                 run = []
-            out.append(_read_tool_result(block, f"{where}, block {i}"))
-        elif kind == "text" or kind in _PLACEHOLDER_BLOCKS:
+            result = _read_tool_result(block, f"{where}, block {i}")
+            ids.result(result.tool_call_id or "", index)
+            out.append(result)
+        elif kind == "text" or (isinstance(kind, str) and kind in _PLACEHOLDER_BLOCKS):
             run.append(block)
         else:
             raise FormatError(f"{where}, block {i}: unsupported user block type {kind!r}")
@@ -123,14 +138,15 @@ def read(messages: Any, system: Any = None) -> Trajectory:
             else join_text(as_list(system, "anthropic system"), "system", _TEXT_BLOCKS)
         )
         out.append(Message(role="system", content=text))
+    ids = CallIds()
     for index, raw in enumerate(as_list(messages, "anthropic messages")):
         where = f"message {index}"
         item = as_dict(raw, where)
         role = item.get("role")
         if role == "assistant":
-            out.append(_read_assistant(item.get("content"), where))
+            out.append(_read_assistant(item.get("content"), where, index, ids))
         elif role == "user":
-            out.extend(_read_user(item.get("content"), where))
+            out.extend(_read_user(item.get("content"), where, index, ids))
         else:
             raise FormatError(f"{where}: unknown role {role!r} for anthropic (only 'user' and 'assistant')")
     return Trajectory(messages=out)

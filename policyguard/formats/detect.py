@@ -55,7 +55,7 @@ def _item_formats(item: Any, index: int) -> frozenset[str]:
         return frozenset({RESPONSES})  # only Responses items carry a non-message "type"
     formats = frozenset({RESPONSES, ANTHROPIC}) if kind == "message" else _ALL
     role = item.get("role")
-    if role not in _ROLE_FORMATS:
+    if not isinstance(role, str) or role not in _ROLE_FORMATS:
         raise FormatError(f"{where}: no 'role' or 'type' any format knows (role={role!r}, type={kind!r})")
     formats &= _ROLE_FORMATS[role]
     if "tool_calls" in item or "tool_call_id" in item or "function_call" in item:
@@ -64,7 +64,8 @@ def _item_formats(item: Any, index: int) -> frozenset[str]:
     if isinstance(content, list):
         for part in content:
             part_type = part.get("type") if isinstance(part, dict) else None
-            formats &= _PART_FORMATS.get(part_type, _ALL)  # type: ignore[arg-type]
+            if isinstance(part_type, str):
+                formats &= _PART_FORMATS.get(part_type, _ALL)
     return formats
 
 

@@ -180,3 +180,80 @@ def test_policy_text_that_does_not_match_the_checklist_is_bad_input(files, capsy
     code, _ = run(files, REFUND_50, "--model", "none")
     assert code == 2
     assert "policy version mismatch" in capsys.readouterr().err
+
+
+def _chat_call_text(arguments: str) -> str:
+    return json.dumps({"id": "c1", "type": "function", "function": {"name": "issue_refund", "arguments": arguments}})
+
+
+BAD_CALLS = {
+    "chat NaN": _chat_call_text('{"order_id": "O1", "amount": NaN}'),
+    "chat Infinity": _chat_call_text('{"order_id": "O1", "amount": Infinity}'),
+    "chat 1e999": _chat_call_text('{"order_id": "O1", "amount": 1e999}'),
+    "chat 2**64+1": _chat_call_text('{"order_id": "O1", "amount": 18446744073709551617}'),
+    "own shape -Infinity": '{"id": "c1", "name": "issue_refund", "arguments": {"order_id": "O1", "amount": -Infinity}}',
+    "anthropic NaN": '{"type": "tool_use", "id": "c1", "name": "issue_refund", "input": {"amount": NaN}}',
+    "responses 1e999": json.dumps(
+        {"type": "function_call", "call_id": "c1", "name": "issue_refund", "arguments": '{"amount": 1e999}'}
+    ),
+    "responses without name": '{"type": "function_call", "call_id": "c1", "arguments": "{}"}',
+    "deep call": '{"id": "c1", "name": "issue_refund", "arguments": ' + "[" * 50_000 + "]" * 50_000 + "}",
+    "own shape with a number id": '{"id": 1, "name": "issue_refund"}',
+}
+
+
+def _one_line_error(code: int, err: str, path: Path) -> str:
+    assert code == 2, err
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert str(path) in line
+    return line
+
+
+@pytest.mark.parametrize("text", BAD_CALLS.values(), ids=BAD_CALLS.keys())
+def test_a_call_with_unreadable_or_out_of_limit_arguments_exits_2_with_one_line(files, capsys, text):  # type: ignore[no-untyped-def]
+    """NaN or 1e999 once raised ValueError inside the guard: a traceback and exit 1, the BLOCK code."""
+    call_path = files["dir"] / "call.json"
+    call_path.write_text(text)
+    argv = ["verify", "--policy", str(files["policy"]), "--checklist", str(files["checklist"])]
+    code = main([*argv, "--trajectory", str(files["trajectory"]), "--call", str(call_path)])
+    _one_line_error(code, capsys.readouterr().err, call_path)
+
+
+def _history_call(call_id: str, arguments: str) -> dict[str, Any]:
+    call = {"id": call_id, "type": "function", "function": {"name": "get_order", "arguments": arguments}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+BAD_TRAJECTORIES = {
+    "NaN in an earlier call": json.dumps([*DIALOGUE[:2], _history_call("r9", '{"order_id": NaN}')]),
+    "1e999 in an earlier call": json.dumps([*DIALOGUE[:2], _history_call("r9", '{"order_id": 1e999}')]),
+    "one call id for two reads": json.dumps(
+        [*DIALOGUE[:4], _history_call("r1", '{"order_id": "O2"}')]  # r1 already answered get_user_details
+    ),
+    "deep JSON": "[" * 100_000 + "]" * 100_000,
+    "not UTF-8": "\udcff",
+    "empty file": "",
+}
+
+
+@pytest.mark.parametrize("text", BAD_TRAJECTORIES.values(), ids=BAD_TRAJECTORIES.keys())
+def test_an_unreadable_trajectory_exits_2_with_one_line_naming_the_file(files, capsys, text):  # type: ignore[no-untyped-def]
+    files["trajectory"].write_bytes(text.encode("utf-8", "surrogateescape"))
+    code, _ = run(files, REFUND_50, "--model", "none")
+    _one_line_error(code, capsys.readouterr().err, files["trajectory"])
+
+
+@pytest.mark.parametrize("which", ["policy", "trajectory", "checklist"])
+def test_a_missing_input_file_exits_2_with_one_line_naming_it(files, capsys, which):  # type: ignore[no-untyped-def]
+    missing = files[which]
+    missing.unlink()
+    code, _ = run(files, REFUND_50, "--model", "none")
+    _one_line_error(code, capsys.readouterr().err, missing)
+
+
+def test_duplicate_call_ids_name_both_messages(files, capsys):  # type: ignore[no-untyped-def]
+    files["trajectory"].write_text(BAD_TRAJECTORIES["one call id for two reads"])
+    code, _ = run(files, REFUND_50, "--model", "none")
+    line = _one_line_error(code, capsys.readouterr().err, files["trajectory"])
+    assert "call id 'r1'" in line and "message 2 and message 4" in line

@@ -140,17 +140,18 @@ def test_reads_sdk_objects():
     ]
 
 
-def test_tool_error_message_answers_the_blocked_call():
+def test_tool_error_message_answers_the_blocked_call_as_a_failure():
     blocked = openai_chat.tool_error_message(CANCEL_ID, "Ask the user for the reason for cancellation first.")
     assert blocked == {
         "role": "tool",
         "tool_call_id": CANCEL_ID,
-        "content": "Ask the user for the reason for cancellation first.",
+        "content": "Error: Ask the user for the reason for cancellation first.",
     }
-    assert openai_chat.read_message(blocked, 0).tool_call_id == CANCEL_ID
+    message = openai_chat.read_message(blocked, 0)
+    assert (message.tool_call_id, message.is_error) == (CANCEL_ID, True)
 
 
-def test_is_error_is_not_representable_and_is_dropped():
+def test_a_failed_result_is_written_with_the_error_prefix_and_reads_back_as_failed():
     trajectory = Trajectory(
         messages=[
             Message(role="assistant", tool_calls=[ToolCall(id="c1", name="f")]),
@@ -158,5 +159,7 @@ def test_is_error_is_not_representable_and_is_dropped():
         ]
     )
     written = openai_chat.write(trajectory)
-    assert written[1] == {"role": "tool", "tool_call_id": "c1", "content": "boom"}
+    assert written[1] == {"role": "tool", "tool_call_id": "c1", "content": "Error: boom"}
     assert json.loads(written[0]["tool_calls"][0]["function"]["arguments"]) == {}
+    [result] = openai_chat.read(written).tool_results()
+    assert result.is_error and result.content == "Error: boom"

@@ -138,13 +138,13 @@ def test_reads_sdk_output_items():
     ]
 
 
-def test_tool_error_message_answers_the_blocked_call():
+def test_tool_error_message_answers_the_blocked_call_as_a_failure():
     blocked = openai_responses.tool_error_message(CANCEL_ID, "Get explicit confirmation first.")
     assert blocked == {
         "type": "function_call_output",
         "call_id": CANCEL_ID,
-        "output": "Get explicit confirmation first.",
+        "output": "Error: Get explicit confirmation first.",
     }
     call = {"type": "function_call", "call_id": CANCEL_ID, "name": "cancel_reservation", "arguments": "{}"}
     [_, result] = openai_responses.read([call, blocked]).messages
-    assert (result.role, result.tool_call_id) == ("tool", CANCEL_ID)
+    assert (result.role, result.tool_call_id, result.is_error) == ("tool", CANCEL_ID, True)

@@ -81,7 +81,7 @@ def test_blocked_call_returns_remediation_under_the_same_call_id_and_never_runs(
     ]
     reply = tools.openai_chat(messages[-1]["tool_calls"][0], messages)
     assert reply["tool_call_id"] == "call_2"
-    assert reply["content"] == "Refunds are not allowed for this order; tell the user."
+    assert reply["content"] == "Error: Refunds are not allowed for this order; tell the user."  # reads back as failed
     assert tools.ledger == []  # type: ignore[attr-defined]
     snapshot = tools.guard.counters
     assert snapshot.blocked == 1 and snapshot.executed == 0
