@@ -37,6 +37,7 @@ from .facts import (
     resolve_principal,
     successful_results,
 )
+from .limits import call_problem
 from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
 from .stages import CheckContext
 
@@ -132,6 +133,14 @@ class HardGate:
             return Decision.allow(stage="read_only", **base)
 
         requirements = checklist.requirements_for(call.name)
+        problem = call_problem(call.arguments)  # the CEL engine converts args recursively: bound it first
+        if problem is not None:
+            return Decision.block(
+                stage="gate",
+                message=f"This call cannot be checked, so it is blocked: its {problem}. Send plain, small arguments.",
+                error=problem,
+                **base,
+            )
         try:
             view = ToolResultsView(trajectory)  # scanned several times below: list it once
         except DuplicateCallId as exc:
