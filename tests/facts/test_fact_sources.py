@@ -432,3 +432,17 @@ def test_call_ids_lists_every_call_made() -> None:
     talk.call("c", {}, "done")
     assert talk.trajectory().call_ids() == {"c1", "c2", "c3"}
     assert talk.trajectory().duplicate_call_id() is None
+
+
+def test_the_gate_tells_the_agent_why_a_read_it_made_is_not_enough() -> None:
+    """Not "read the reservation first" after a read was made: the agent would loop re-making it."""
+    gate, context = _gate_and_context()
+    talk = Talk()
+    talk.call("get_reservation_details", {"reservation_id": "T1QOBS"}, "Error: database busy", is_error=True)
+    decision = gate.check(CANCEL, talk.trajectory(), context)
+    assert decision.outcome == "block"
+    assert decision.message == (
+        "The reservation needed to check this action is not available: the get_reservation_details call failed"
+        ' (Error: database busy): call get_reservation_details(reservation_id="T1QOBS")'
+        " (a successful read of this record) first."
+    )
