@@ -120,6 +120,7 @@ class HardGate:
         self._checklist = checklist
         self._resolver = resolver
         self._programs = programs
+        self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
 
     @property
     def checklist(self) -> Checklist:
@@ -240,7 +241,7 @@ class HardGate:
         principal: str | None,
     ) -> tuple[str, str] | None:
         """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
-        if principal is None and "principal" in program.variables():
+        if principal is None and req.id in self._reads_principal:
             reason = principal_missing(self._checklist)
             return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
         for fact in sorted(program.fact_names()):
