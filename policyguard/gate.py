@@ -4,8 +4,12 @@ For a mutating call the gate evaluates every requirement that has a ``check``
 (the tool's own and the general rules) against the call's ``args``, trusted
 ``facts`` (:mod:`policyguard.facts`), the ``principal`` and ``now``:
 
-* a needed fact is missing, or a data requirement's prerequisite read was never
-  made -> BLOCK telling the agent which read to make first;
+* the pending call's arguments break :mod:`policyguard.limits`, two calls share
+  an id, one call has two results, or an earlier different call used the pending
+  call's id -> BLOCK naming the problem (never paired by position);
+* a needed fact is missing, a check reads an absent ``principal``, or a data
+  requirement's prerequisite read was never made -> BLOCK saying why and which
+  read to make;
 * a check is false -> BLOCK naming the requirement (deny wins: one failing check
   blocks whatever the others say);
 * a check cannot be evaluated (missing key, type error, non-bool) -> BLOCK with
@@ -144,6 +148,9 @@ class HardGate:
             )
         try:
             view = ToolResultsView(trajectory)  # scanned several times below: list it once
+            for site in view.call_sites():
+                if site.call.id == call.id and (site.call.name, site.call.arguments) != (call.name, call.arguments):
+                    raise DuplicateCallId(call.id, "is used by an earlier, different call")
         except DuplicateCallId as exc:
             return Decision.block(
                 stage="gate",

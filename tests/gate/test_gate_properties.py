@@ -16,14 +16,15 @@ through.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.checklist import Checklist, load_checklist
+from policyguard.canonical import policy_version
+from policyguard.checklist import Checklist, load_checklist, parse_checklist
 from policyguard.gate import HardGate
 from policyguard.messages import Message, ToolCall, Trajectory
 from policyguard.resources import shipped_checklist
@@ -223,3 +224,57 @@ def test_the_same_cancellation_of_the_users_own_reservation_passes_the_gate(
         ]
     )
     assert gate.check(OWN, trajectory, context).outcome == "escalate"
+
+
+LISTS = f"""
+policy: {{name: p, version: "{policy_version("p")}"}}
+principal: {{tool: get_user_details, field: user_id}}
+facts:
+  sent: {{tool: send_certificate, collect: calls}}
+  seen: {{tool: search_direct_flight, also: [get_reservation_details], collect: all}}
+  reservation:
+    tool: get_reservation_details
+    match: {{reservation_id: args.reservation_id}}
+    refreshed_by: [update_reservation_flights, cancel_reservation]
+    invalidated_by: [book_reservation]
+tools:
+  get_user_details: {{mutating: false}}
+  get_reservation_details: {{mutating: false}}
+  search_direct_flight: {{mutating: false}}
+  send_certificate:
+    requirements:
+      - id: one-certificate
+        text: At most one certificate per conversation.
+        kind: data
+        source: s
+        check: facts.sent.filter(c, !c.error).size() == 0 && facts.seen.size() >= 0
+  cancel_reservation:
+    requirements:
+      - {{id: own, text: Own only., kind: data, source: s, check: facts.reservation.user_id == principal}}
+"""
+
+
+@pytest.fixture(scope="module")
+def lists_gate() -> tuple[HardGate, CheckContext]:
+    checklist = parse_checklist(LISTS)
+    return HardGate(checklist), CheckContext(checklist=checklist, policy_text="", now=datetime.now(timezone.utc))
+
+
+@PROPERTY
+@given(trajectory=trajectories())
+def test_collected_facts_never_crash_and_a_second_certificate_is_never_let_through(
+    lists_gate: tuple[HardGate, CheckContext], trajectory: Trajectory
+) -> None:
+    gate, context = lists_gate
+    call = ToolCall(id="pending", name="send_certificate", arguments={"user_id": MIA, "amount": 100})
+    decision = gate.check(call, trajectory, context)
+    assert decision.outcome in ("block", "escalate")
+    sites = trajectory.call_sites() if trajectory.duplicate_call_id() is None else []
+    mine = [n for n, s in enumerate(sites) if s.call.id == "pending"]
+    if mine and (sites[mine[0]].call.name, sites[mine[0]].call.arguments) != (call.name, call.arguments):
+        assert decision.outcome == "block" and "'pending' is used by an earlier, different call" in str(decision)
+    earlier = [s for s in sites[: mine[0] if mine else None] if s.call.name == "send_certificate"]
+    if any(s.result is None or not s.result.is_error for s in earlier):
+        assert decision.outcome == "block", decision
+    forbidden = gate.check(FORBIDDEN, trajectory, context)
+    assert forbidden.outcome == "block", forbidden
