@@ -161,10 +161,15 @@ def resolve_facts(
 
 
 def calls_before(trajectory: HasToolResults, call: ToolCall) -> list[CallSite]:
-    """The trajectory's calls made before ``call`` (all of them when ``call`` is not in it yet)."""
+    """The trajectory's calls made before ``call`` (all of them when ``call`` is not in it yet).
+
+    Only the pending call itself (same id, tool and arguments) cuts the history;
+    an earlier different call that reused its id does not hide what came after it
+    (the gate refuses such a trajectory).
+    """
     sites = trajectory.call_sites()
     for position, site in enumerate(sites):
-        if site.call.id == call.id:
+        if site.call.id == call.id and site.call.name == call.name and site.call.arguments == call.arguments:
             return sites[:position]
     return sites
 
