@@ -4,8 +4,12 @@ For a mutating call the gate evaluates every requirement that has a ``check``
 (the tool's own and the general rules) against the call's ``args``, trusted
 ``facts`` (:mod:`policyguard.facts`), the ``principal`` and ``now``:
 
-* a needed fact is missing, or a data requirement's prerequisite read was never
-  made -> BLOCK telling the agent which read to make first;
+* the pending call's arguments break :mod:`policyguard.limits`, two calls share
+  an id, one call has two results, or an earlier different call used the pending
+  call's id -> BLOCK naming the problem (never paired by position);
+* a needed fact is missing, a check reads an absent ``principal``, or a data
+  requirement's prerequisite read was never made -> BLOCK saying why and which
+  read to make;
 * a check is false -> BLOCK naming the requirement (deny wins: one failing check
   blocks whatever the others say);
 * a check cannot be evaluated (missing key, type error, non-bool) -> BLOCK with
@@ -32,11 +36,13 @@ from .facts import (
     StateResolver,
     fact_closure,
     format_read,
+    principal_missing,
     resolve_facts,
     resolve_principal,
     successful_results,
 )
-from .messages import HasToolResults, ToolCall, ToolResultsView, Trajectory
+from .limits import call_problem
+from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
 from .stages import CheckContext
 
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
@@ -118,6 +124,7 @@ class HardGate:
         self._checklist = checklist
         self._resolver = resolver
         self._programs = programs
+        self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
 
     @property
     def checklist(self) -> Checklist:
@@ -131,7 +138,26 @@ class HardGate:
             return Decision.allow(stage="read_only", **base)
 
         requirements = checklist.requirements_for(call.name)
-        view = ToolResultsView(trajectory)  # scanned several times below: list it once
+        problem = call_problem(call.arguments)  # the CEL engine converts args recursively: bound it first
+        if problem is not None:
+            return Decision.block(
+                stage="gate",
+                message=f"This call cannot be checked, so it is blocked: its {problem}. Send plain, small arguments.",
+                error=problem,
+                **base,
+            )
+        try:
+            view = ToolResultsView(trajectory)  # scanned several times below: list it once
+            for site in view.call_sites():
+                if site.call.id == call.id and (site.call.name, site.call.arguments) != (call.name, call.arguments):
+                    raise DuplicateCallId(call.id, "is used by an earlier, different call")
+        except DuplicateCallId as exc:
+            return Decision.block(
+                stage="gate",
+                message=f"This action is blocked: {exc}. Give every tool call its own id and answer each once.",
+                error=str(exc),
+                **base,
+            )
         principal = resolve_principal(checklist, view, context.principal)
         needed: set[str] = set()
         for req in requirements:
@@ -163,7 +189,7 @@ class HardGate:
                 )
                 continue
             program = self._programs[req.id]
-            blocked = self._missing_reads(req, program, call, view, facts)
+            blocked = self._missing_reads(req, program, call, view, facts, principal)
             if blocked is not None:
                 evidence, message = blocked
                 results.append(RequirementResult(id=req.id, status="NOT_MET", evidence=evidence, judged_by="gate"))
@@ -213,13 +239,22 @@ class HardGate:
         return Decision.escalate(stage="gate", **fields)
 
     def _missing_reads(
-        self, req: Requirement, program: CheckProgram, call: ToolCall, trajectory: HasToolResults, facts: FactsResult
+        self,
+        req: Requirement,
+        program: CheckProgram,
+        call: ToolCall,
+        trajectory: HasToolResults,
+        facts: FactsResult,
+        principal: str | None,
     ) -> tuple[str, str] | None:
-        """(evidence, remediation) when a fact or prerequisite read is missing, else None."""
+        """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
+        if principal is None and req.id in self._reads_principal:
+            reason = principal_missing(self._checklist)
+            return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
         for fact in sorted(program.fact_names()):
             if fact in facts.missing:
                 read = facts.reads.get(fact)
-                if read is not None:
+                if read is not None and fact in facts.never_read:
                     message = f"Read the {fact} first: call {read} before {call.name}."
                 else:
                     message = f"The {fact} needed to check this action is not available: {facts.missing[fact]}."
