@@ -64,12 +64,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .canonical import sha256_hex
 from .checklist import Requirement
 from .decision import Decision, RequirementResult, Usage
 from .dialogue import (
@@ -309,7 +309,7 @@ class LLMVerifier:
             dialogue_kind=spec.dialogue_kind,
             include_policy=spec.include_policy,
             policy_text=context.policy_text if spec.include_policy else "",
-            policy_id=sha256_hex(context.policy_text)[:16],
+            policy_id=policy_tag_id(context.policy_text),
         )
         checklist = self.prompts.render("verifier_checklist.j2", **self._checklist_vars(call, context))
         with self._static_lock:
@@ -452,6 +452,11 @@ class LLMVerifier:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def policy_tag_id(policy_text: str) -> str:
+    """The checksum in the policy's tags: 16 hex digits of the policy's sha256 (no text can guess its own)."""
+    return hashlib.sha256(policy_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _requirements_json(requirements: list[Requirement]) -> str:
