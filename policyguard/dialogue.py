@@ -38,6 +38,7 @@ import re
 import unicodedata
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .errors import PolicyGuardError
@@ -79,17 +80,30 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Row:
-    """One message as shown: its index in the full trajectory, role and encoded line."""
+    """One message the verifier may be shown: its index in the full trajectory, role and encoded line.
+
+    The line is encoded on first use, so a dialogue that must be shortened
+    encodes only the messages it keeps. ``size_hint`` is the length of the
+    text it shows, a lower bound of the line's length.
+    """
 
     index: int
     role: str
-    line: str
+    fields: dict[str, Any]
+    size_hint: int
     calls: tuple[str, ...] = ()
-    answers: str | None = None
-    read_key: str | None = None
+    answers: ToolCall | None = None
     ok: bool = True
+
+    @cached_property
+    def line(self) -> str:
+        content = self.fields.get("content")
+        fields = self.fields
+        if self.role == "tool" and isinstance(content, str):
+            fields = {**fields, "content": _content_value(content)}
+        return safe_json({"index": self.index, "role": self.role, **fields})
 
 
 @dataclass(frozen=True)
@@ -136,8 +150,9 @@ def _row(
         if tools_only:
             return None
         if message.role == "system":
-            return Row(index, "system", safe_json({"index": index, "role": "system", "content": None}))
-        return Row(index, "user", safe_json({"index": index, "role": "user", "content": message.content or ""}))
+            return Row(index, "system", {"content": None}, 0)
+        text = message.content or ""
+        return Row(index, "user", {"content": text}, len(text))
     if message.role == "assistant":
         calls = [c for c in message.tool_calls if c.id != pending_id]
         for c in calls:
@@ -145,35 +160,27 @@ def _row(
         text = "" if tools_only else (message.content or "")
         if not calls and not text:
             return None
-        obj: dict[str, Any] = {"index": index, "role": "assistant"}
+        fields: dict[str, Any] = {}
         if text:
-            obj["content"] = text
+            fields["content"] = text
         if calls:
-            obj["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
-        return Row(index, "assistant", safe_json(obj), calls=tuple(c.id for c in calls))
+            fields["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+        return Row(index, "assistant", fields, len(text), calls=tuple(c.id for c in calls))
     # role == "tool"
     if message.tool_call_id == pending_id:
         return None
     answered = calls_by_id.get(message.tool_call_id or "")
-    obj = {"index": index, "role": "tool", "tool_call_id": message.tool_call_id}
+    fields = {"tool_call_id": message.tool_call_id}
     if answered is None:
-        obj["answers_no_call"] = True
+        fields["answers_no_call"] = True
     else:
-        obj["name"] = answered.name
+        fields["name"] = answered.name
     if message.is_error:
-        obj["is_error"] = True
-    obj["content"] = _content_value(message.content or "")
-    read_key = None
-    if answered is not None:
-        read_key = answered.name + "\n" + json.dumps(answered.arguments, sort_keys=True, default=repr)
-    return Row(
-        index,
-        "tool",
-        safe_json(obj),
-        answers=answered.id if answered else None,
-        read_key=read_key,
-        ok=not message.is_error,
-    )
+        fields["is_error"] = True
+    text = message.content or ""
+    fields["content"] = text
+    # compacting a JSON result can drop its whitespace, hence half the text as the lower bound
+    return Row(index, "tool", fields, len(text) // 2, answers=answered, ok=not message.is_error)
 
 
 def _content_value(text: str) -> Any:
@@ -197,22 +204,34 @@ def elision_marker(count: int, first: int, last: int) -> str:
     return safe_json({"elided_messages": count, "first_index": first, "last_index": last})
 
 
-def select_rows(rows: list[Row], *, keep_last: int, evidence_tools: Collection[str]) -> tuple[list[str], int, int]:
-    """Lines for the rows to keep under a budget, with elision markers; also (elided count, reads kept).
+@dataclass(frozen=True)
+class Selection:
+    """The lines of a shortened dialogue, the rows they show, and how many messages and reads were elided/kept."""
+
+    lines: list[str]
+    shown: list[Row]
+    elided: int
+    kept_reads: int
+
+
+def select_rows(rows: list[Row], *, keep_last: int, evidence_tools: Collection[str]) -> Selection:
+    """The rows to keep under a budget, with one elision marker per run of left-out rows.
 
     Kept: the newest successful result of each read of an ``evidence_tools`` tool
     (per tool and arguments), the assistant message holding each kept result's
     call, and the last ``keep_last`` rows.
     """
     keep: set[int] = set(range(max(0, len(rows) - keep_last), len(rows)))
-    newest: dict[str, int] = {}
+    newest: dict[tuple[str, str], int] = {}
     for position, row in enumerate(rows):
-        if row.read_key is not None and row.ok and row.read_key.split("\n", 1)[0] in evidence_tools:
-            newest[row.read_key] = position
+        call = row.answers
+        if call is not None and row.ok and call.name in evidence_tools:
+            newest[(call.name, json.dumps(call.arguments, sort_keys=True, default=repr))] = position
     keep.update(newest.values())
-    wanted_calls = {rows[p].answers for p in keep if rows[p].answers is not None}
-    keep.update(p for p, row in enumerate(rows) if wanted_calls.intersection(row.calls))
+    wanted_calls = {call.id for p in keep if (call := rows[p].answers) is not None}
+    keep.update(p for p, row in enumerate(rows) if row.calls and wanted_calls.intersection(row.calls))
     lines: list[str] = []
+    shown: list[Row] = []
     elided = 0
     gap: list[Row] = []
     for position, row in enumerate(rows):
@@ -222,12 +241,13 @@ def select_rows(rows: list[Row], *, keep_last: int, evidence_tools: Collection[s
                 elided += len(gap)
                 gap = []
             lines.append(row.line)
+            shown.append(row)
         else:
             gap.append(row)
     if gap:
         lines.append(elision_marker(len(gap), gap[0].index, gap[-1].index))
         elided += len(gap)
-    return lines, elided, len(newest)
+    return Selection(lines=lines, shown=shown, elided=elided, kept_reads=len(newest))
 
 
 def pending_index(trajectory: Trajectory, pending_id: str) -> int:

@@ -75,7 +75,6 @@ from .decision import Decision, RequirementResult, Usage
 from .dialogue import (
     DialogueView,
     PromptBudgetError,
-    Row,
     build_rows,
     conversation_json,
     estimate_tokens,
@@ -222,27 +221,30 @@ class LLMVerifier:
         system, checklist = self._static_parts(call, context)
         fixed = estimate_tokens(system) + estimate_tokens(checklist)
         rows = build_rows(trajectory, call.id, tools_only=spec.dialogue_kind == "tools_only")
-        lines = [row.line for row in rows]
-        per_call = self._per_call(call, context, conversation_json(lines))
-        elided = kept_reads = 0
-        total = fixed + estimate_tokens(per_call)
-        if total > self.max_prompt_tokens:
-            lines, elided, kept_reads = select_rows(
+        shown, elided, kept_reads = rows, 0, 0
+        # a lower bound first: a dialogue clearly over the budget is never encoded whole
+        whole = fixed + sum(row.size_hint for row in rows) // 4
+        if whole <= self.max_prompt_tokens:
+            per_call = self._per_call(call, context, conversation_json(row.line for row in rows))
+            whole = fixed + estimate_tokens(per_call)
+        total = whole
+        if whole > self.max_prompt_tokens:
+            selection = select_rows(
                 rows, keep_last=self.keep_last_messages, evidence_tools=self._evidence_tools(call, context)
             )
-            per_call = self._per_call(call, context, conversation_json(lines))
-            shortened = fixed + estimate_tokens(per_call)
-            if shortened > self.max_prompt_tokens:
+            shown, elided, kept_reads = selection.shown, selection.elided, selection.kept_reads
+            per_call = self._per_call(call, context, conversation_json(selection.lines))
+            total = fixed + estimate_tokens(per_call)
+            if total > self.max_prompt_tokens:
                 raise PromptBudgetError(
                     f"the verifier prompt does not fit its budget of {self.max_prompt_tokens:,} estimated tokens: "
-                    f"{total:,} with the whole dialogue ({len(trajectory.messages):,} messages), {shortened:,} with "
-                    f"{elided:,} messages elided (kept: {kept_reads} prerequisite/fact reads, the calls that made "
-                    f"them and the last {self.keep_last_messages} messages)"
+                    f"at least {whole:,} with the whole dialogue ({len(trajectory.messages):,} messages), "
+                    f"{total:,} with {elided:,} messages elided (kept: {kept_reads} prerequisite/fact reads, "
+                    f"the calls that made them and the last {self.keep_last_messages} messages)"
                 )
-            total = shortened
         pending = pending_index(trajectory, call.id)
         view = DialogueView(
-            citable=dict(_shown(rows, lines)),
+            citable={row.index: row.role for row in shown if row.role != "system"},
             total_messages=len(trajectory.messages),
             pending_index=pending,
             last_statement=last_statement(trajectory, pending),
@@ -471,12 +473,6 @@ def _requirement_view(req: Requirement) -> dict[str, Any]:
     if req.prerequisites:
         view["prerequisite_reads"] = list(req.prerequisites)
     return view
-
-
-def _shown(rows: list[Row], lines: list[str]) -> list[tuple[int, str]]:
-    """(index, role) of every row whose line is in ``lines``, the system prompt excluded (never citable)."""
-    kept = set(lines)
-    return [(row.index, row.role) for row in rows if row.line in kept and row.role != "system"]
 
 
 def _merge_duplicates(items: list[RequirementJudgement], notes: list[str]) -> dict[str, RequirementJudgement]:
