@@ -117,7 +117,7 @@ def test_tau2_evaluator_keeps_reward_when_blocked_and_drops_it_when_executed(rep
     assert check.blocked_by_guard and check.reward_gold_plus_blocked == 1.0 and check.reward_gold_plus_executed == 0.0
 
 
-@pytest.mark.parametrize("probe", ["A1", "A2", "A3"])
+@pytest.mark.parametrize("probe", ["A1", "A2", "A3", "A1F", "A2F", "A3F"])
 def test_probes_do_not_change_a_single_gate_decision(data: DomainData, probe: str) -> None:
     cases = generate(data.raw_db, data.policy_text, per_class=2)
     plain, attacked = _suite(data), _suite(data, probe)
