@@ -115,6 +115,6 @@ def inject_note(trajectory: Trajectory, note: str = A3_TEXT, *, into_text: bool 
                 parsed[A3_FIELD] = note
                 message = message.model_copy(update={"content": json.dumps(parsed)})
             elif into_text:
-                message = message.model_copy(update={"content": message.content + "\n" + note})
+                message = message.model_copy(update={"content": (message.content or "") + "\n" + note})
         out.append(message)
     return Trajectory(messages=out)
