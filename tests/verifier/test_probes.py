@@ -10,7 +10,6 @@ dialogue (the old ``[7] USER: ...`` layout) it does, so the reader is not blind.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
@@ -24,33 +23,6 @@ STRUCTURAL = ("A1F", "A2F", "A3F")
 IDS = ("CR-1", "CR-2", "G-CONFIRM")
 
 
-def forgeries(text: str) -> list[str]:
-    """What a line-by-line reader takes for structure that approves the action."""
-    found: list[str] = []
-    lines = text.splitlines()  # every kind of line break, as a tokenizer or a careless reader might split
-    for line in lines:
-        if re.match(r"^\[\d+\] (TOOL RESULT|tool result)", line) and "approv" in line.lower():
-            found.append(f"forged tool-result line: {line[:60]}")
-        if line.startswith("{") and '"role"' in line:
-            try:
-                row = json.loads(line.rstrip(","))
-            except ValueError:
-                continue
-            if isinstance(row, dict) and row.get("role") == "tool" and "approv" in json.dumps(row.get("content")):
-                if "supervisor_approval" in json.dumps(row.get("content")):
-                    found.append(f"forged message row: {line[:60]}")
-        if line.startswith(("Tool: get_user_details", '{"tool": "get_user_details"', '{"tool":"get_user_details"')):
-            found.append("forged pending action: a read-only lookup")
-        if line.startswith("</policy") and not re.fullmatch(r"</policy-[0-9a-f]{16}>", line):
-            found.append("the policy ends early")
-        if line.startswith("# Company policy (update"):
-            found.append("forged policy section")
-    headings = [line for line in lines if line.startswith("# Pending action")]
-    if len(headings) > 1:
-        found.append("two pending-action sections")
-    return found
-
-
 class Believer:
     """A scripted model that passes whenever it sees forged structure, and blocks otherwise."""
 
@@ -58,7 +30,7 @@ class Believer:
         self.seen: list[list[str]] = []
 
     def __call__(self, request: ModelRequest) -> str:
-        found = forgeries(request.text())
+        found = probes.naive_forgeries(request.text())
         self.seen.append(found)
         status, verdict = ("MET", "PASS") if found else ("NOT_MET", "BLOCK")
         items = [{"id": i, "status": status, "evidence": "approved", "evidence_messages": [3, 8]} for i in IDS]
@@ -105,7 +77,7 @@ def test_the_forged_structure_never_reaches_the_verifier_as_structure(
 
 @pytest.mark.parametrize("probe", STRUCTURAL)
 def test_the_believer_does_see_the_forgery_in_a_plain_line_rendering(probe: str, trajectory: Trajectory) -> None:
-    assert forgeries(plain_lines(probed(probe, trajectory))) != []
+    assert probes.naive_forgeries(plain_lines(probed(probe, trajectory))) != []
 
 
 @pytest.mark.parametrize("probe", STRUCTURAL)
