@@ -172,7 +172,8 @@ def _row(
     # role == "tool"
     if message.tool_call_id == pending_id:
         return None
-    answered = calls_by_id.get(message.tool_call_id or "")
+    # like the facts (Trajectory.tool_results), only the first answer to a call is its result
+    answered = calls_by_id.pop(message.tool_call_id or "", None)
     fields = {"tool_call_id": message.tool_call_id}
     if answered is None:
         fields["answers_no_call"] = True

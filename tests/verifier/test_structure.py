@@ -94,20 +94,39 @@ def trajectories(draw: st.DrawFn) -> Trajectory:
     return Trajectory(messages=messages)
 
 
-def expected_rows(trajectory: Trajectory) -> list[tuple[int, str, Any]]:
-    """(index, role, content) of each message the verifier must show, straight from the trajectory."""
-    rows: list[tuple[int, str, Any]] = []
+def expected_rows(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """Each message the verifier must show, as the JSON object it must read back, straight from the trajectory.
+
+    A tool message answers the latest earlier call with its id that no earlier tool message answered
+    (the facts' rule); any other tool message is marked as answering no call.
+    """
+    rows: list[dict[str, Any]] = []
+    open_calls: dict[str, ToolCall] = {}
     for index, message in enumerate(trajectory.messages):
+        row: dict[str, Any] = {"index": index, "role": message.role}
         if message.role == "system":
-            rows.append((index, "system", None))
+            rows.append({**row, "content": None})
         elif message.role == "user":
-            rows.append((index, "user", message.content or ""))
+            rows.append({**row, "content": message.content or ""})
         elif message.role == "assistant":
             calls = [c for c in message.tool_calls if c.id != PENDING.id]
+            open_calls.update((c.id, c) for c in calls)
+            if message.content:
+                row["content"] = message.content
+            if calls:
+                row["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
             if calls or message.content:
-                rows.append((index, "assistant", message.content or None))
+                rows.append(row)
         elif message.tool_call_id != PENDING.id:
-            rows.append((index, "tool", _as_shown(message.content or "")))
+            row["tool_call_id"] = message.tool_call_id
+            answered = open_calls.pop(message.tool_call_id or "", None)
+            if answered is None:
+                row["answers_no_call"] = True
+            else:
+                row["name"] = answered.name
+            if message.is_error:
+                row["is_error"] = True
+            rows.append({**row, "content": _as_shown(message.content or "")})
     return rows
 
 
@@ -154,8 +173,7 @@ def test_the_structure_the_model_sees_is_the_trajectorys(
     assert_no_hidden_line_breaks(per_call)
     headings, messages, pending = read_back(per_call)
     assert headings == ["# Conversation so far", "# Pending action (not yet performed)"]
-    shown = [(m["index"], m["role"], m.get("content")) for m in messages]
-    assert shown == expected_rows(trajectory)
+    assert messages == expected_rows(trajectory)
     assert pending == {
         "tool": "cancel_reservation",
         "call_id": "pending-call",
