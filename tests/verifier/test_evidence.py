@@ -227,3 +227,15 @@ def test_the_rejection_is_recorded_in_the_trace(
     assert {"id": "CR-2", "status": "NOT_MET"}.items() <= next(
         r for r in event["requirements"] if r["id"] == "CR-2"
     ).items()
+
+
+def test_more_citations_than_the_limit_are_an_unreadable_answer(
+    cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    from policyguard.verdict import MAX_CITATIONS
+
+    data = json.loads(answer({}))
+    data["requirements"][0]["evidence_messages"] = [3] * (MAX_CITATIONS + 1)
+    decision = decide(json.dumps(data), cancel_call, trajectory, context)
+    assert decision.stage == "verifier_error" and decision.error is not None
+    assert f"more than {MAX_CITATIONS} cited messages" in decision.error
