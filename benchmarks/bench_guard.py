@@ -60,7 +60,10 @@ def overhead(decisions: int) -> dict[str, tuple[float, float]]:
     ids = [r.id for r in checklist.requirements_for(call.name)]
     answer = json.dumps(
         {
-            "requirements": [{"id": i, "status": "MET", "evidence": "message 1"} for i in ids],
+            "requirements": [
+                {"id": i, "status": "MET", "evidence": "18: the user said yes", "evidence_messages": [12, 18]}
+                for i in ids
+            ],
             "verdict": "PASS",
             "remediation": "",
         }
@@ -109,6 +112,52 @@ def prompt_size() -> tuple[int, int] | None:
     static = sum(count(p.content) for p in request.parts if p.cache)
     total = sum(count(p.content) for p in request.parts)
     return static, total
+
+
+def long_dialogue_prompt(messages: int = 50_000) -> dict[str, float] | None:
+    """The verifier prompt for the airline cancellation after ``messages`` more messages of chatter and reads.
+
+    Returns the estimated tokens (UTF-8 bytes / 4) of the whole dialogue's rendering
+    (lower bound, the size that triggers eliding), of the prompt actually sent,
+    the messages elided and the seconds ``prepare`` took.
+    """
+    from policyguard import Message, ScriptedModel, ToolCall, Trajectory, load_checklist
+    from policyguard.guard import Guard
+    from policyguard.verifier import LLMVerifier
+
+    airline = _airline()
+    if airline is None:
+        return None
+    checklist_path, policy_text, trajectory, call, _ = airline
+    head, tail = trajectory.messages[:14], trajectory.messages[14:]
+    filler: list[Message] = []
+    for i in range(messages // 4):
+        read = ToolCall(
+            id=f"f{i}", name="get_flight_status", arguments={"flight_number": "HAT204", "date": "2024-05-21"}
+        )
+        filler += [
+            Message(role="user", content=f"And what about my other flight, number {i}?"),
+            Message(role="assistant", content="Let me check.", tool_calls=[read]),
+            Message(role="tool", tool_call_id=read.id, content="available"),
+            Message(role="assistant", content="That flight is available."),
+        ]
+    long = Trajectory(messages=[*head, *filler, *tail])
+    checklist = load_checklist(checklist_path)
+    verifier = LLMVerifier(ScriptedModel())
+    context = Guard(checklist, policy_text, verifier=verifier).context()
+    started = time.perf_counter()
+    prepared = verifier.prepare(call, long, context)
+    elapsed = time.perf_counter() - started
+    from policyguard.dialogue import build_rows, conversation_json, estimate_tokens
+
+    whole = estimate_tokens(conversation_json(r.line for r in build_rows(long, call.id, tools_only=False)))
+    return {
+        "messages": len(long.messages),
+        "whole_dialogue_tokens": whole,
+        "prompt_tokens": prepared.estimated_tokens,
+        "elided": prepared.view.elided,
+        "seconds": elapsed,
+    }
 
 
 def _airline():  # type: ignore[no-untyped-def]
@@ -184,6 +233,13 @@ def main() -> None:
         print(
             f"verifier prompt: {total} tokens, static cacheable prefix {static} tokens "
             f"= {100 * static / total:.1f}% (target >= 70%)"
+        )
+    long = long_dialogue_prompt()
+    if long is not None:
+        print(
+            f"verifier prompt after {long['messages']:,.0f} messages: the whole dialogue would be "
+            f"~{long['whole_dialogue_tokens']:,.0f} tokens; sent ~{long['prompt_tokens']:,.0f} tokens "
+            f"(UTF-8 bytes / 4) with {long['elided']:,.0f} messages elided; prepared in {long['seconds']:.2f} s"
         )
 
 

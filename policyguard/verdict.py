@@ -6,6 +6,11 @@ several drafts), :func:`parse_verifier_output` binds to the *last* top-level
 JSON object that carries a ``verdict`` key and validates that one: if the last
 verdict is off-menu the parse fails, even when an earlier draft was valid. A
 model that changed its mind into something unreadable never yields a PASS.
+
+Each judgement cites the messages it rests on in ``evidence_messages`` (integer
+indexes, at most :data:`MAX_CITATIONS`). The schema sent to the model requires
+the field; an answer without it parses as citing nothing, which the verifier's
+evidence check (:mod:`policyguard.evidence`) rejects for a MET.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from .errors import PolicyGuardError
 from .jsontext import top_level_objects
@@ -24,6 +29,7 @@ JudgedStatus = Literal["MET", "NOT_MET", "NOT_APPLICABLE"]
 Verdict = Literal["PASS", "BLOCK"]
 
 _MAX_TEXT = 200_000
+MAX_CITATIONS = 1_000
 
 
 class VerdictParseError(PolicyGuardError):
@@ -31,13 +37,21 @@ class VerdictParseError(PolicyGuardError):
 
 
 class RequirementJudgement(BaseModel):
-    """One requirement as the verifier judged it, with the evidence (message index) behind it."""
+    """One requirement as judged: status, evidence in words, and the indexes of the messages it rests on."""
 
     model_config = ConfigDict(extra="forbid")
 
     id: str
     status: JudgedStatus
     evidence: str
+    evidence_messages: list[StrictInt] = Field(default_factory=list)
+
+    @field_validator("evidence_messages")
+    @classmethod
+    def _bounded(cls, value: list[int]) -> list[int]:
+        if len(value) > MAX_CITATIONS:
+            raise ValueError(f"more than {MAX_CITATIONS} cited messages")
+        return value
 
 
 class VerifierOutput(BaseModel):
@@ -60,7 +74,15 @@ def verifier_output_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
-    return VerifierOutput.model_json_schema()
+    """The pydantic schema made strict-mode ready: every property required, no defaults."""
+    schema = VerifierOutput.model_json_schema()
+    for definition in [schema, *schema.get("$defs", {}).values()]:
+        properties = definition.get("properties")
+        if isinstance(properties, dict):
+            for prop in properties.values():
+                prop.pop("default", None)
+            definition["required"] = list(properties)
+    return schema
 
 
 def parse_verifier_output(text: str) -> VerifierOutput:

@@ -10,6 +10,26 @@ for every call of a tool in a deployment (instructions and policy, then the
 tool's requirements) come first and are marked ``cache=True``; the dialogue and
 the pending action follow.
 
+No text from the dialogue can forge structure in the prompt: the conversation is
+a JSON array with one message per line, the requirements and the pending action
+are JSON objects, all encoded by :func:`policyguard.dialogue.safe_json` (no line
+break, no ``</`` inside), and the policy sits between tags carrying a checksum
+of the policy (``<policy-XXXXXXXXXXXXXXXX>``), so a ``</policy>`` inside it is
+text. The instructions tell the model how to read this.
+
+Budget: when the estimated prompt (UTF-8 bytes / 4) is over
+``max_prompt_tokens``, the dialogue keeps the newest result of every read the
+requirements name as prerequisites or the checklist's facts come from, the calls
+that made them and the last ``keep_last_messages`` messages; the rest is
+replaced by markers saying how many messages were elided. If that is still over
+the budget, the verifier blocks (``verifier_error``, the error says by how much).
+
+The answer is checked, not only parsed: every MET must cite, in
+``evidence_messages``, messages the model was shown, and a confirmation
+requirement must cite a user message after the agent's last message to the
+user (:mod:`policyguard.evidence`). A MET that fails this counts as NOT_MET; the
+decision's ``inconsistency`` records it as ``verifier_evidence: ...``.
+
 Modes (the paper's input regimes):
 
 * ``checklist`` - policy + checklist + dialogue (the headline configuration);
@@ -27,6 +47,7 @@ Decision rules, all failing closed:
 
 * any NOT_MET blocks, even when the model said PASS (``inconsistency`` records it);
 * a BLOCK with nothing NOT_MET still blocks (recorded as well);
+* a MET whose citations fail the evidence check counts as NOT_MET (recorded);
 * ids the model invents in the checklist modes are recorded (in ``requirements``
   and ``inconsistency``) and count for nothing, except that a NOT_MET on one
   still blocks;
@@ -43,19 +64,28 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
+import hashlib
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
-from .canonical import canonical_json
 from .checklist import Requirement
 from .decision import Decision, RequirementResult, Usage
+from .dialogue import (
+    DialogueView,
+    PromptBudgetError,
+    build_rows,
+    conversation_json,
+    estimate_tokens,
+    last_statement,
+    pending_index,
+    safe_json,
+    select_rows,
+)
 from .errors import ConfigError, ModelError
-from .messages import Message, ToolCall, Trajectory
+from .evidence import citation_problem, is_confirmation
+from .messages import ToolCall, Trajectory
 from .models.base import Model, ModelRequest, ModelResponse, PromptPart
 from .prompts import Prompts, default_prompts
 from .stages import CheckContext
@@ -83,7 +113,18 @@ FAILURE_MESSAGE = (
     "Tell the user the action could not be completed at the moment and offer to try again later."
 )
 
+CONFIRM_REMEDIATION = (
+    "Do not perform this action yet. List the exact details of this action to the user and ask for an explicit "
+    "yes; perform it only after the user agrees."
+)
+
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server", "timeout"})
+
+DEFAULT_MAX_PROMPT_TOKENS = 100_000
+"""The default prompt budget, in estimated tokens (UTF-8 bytes / 4): within a 128k context with room to answer."""
+
+DEFAULT_KEEP_LAST_MESSAGES = 40
+"""Messages always kept at the end of the dialogue when it must be shortened."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +146,15 @@ class _Failure(Exception):
     """Internal: the answer could not be turned into a verdict."""
 
 
+@dataclass(frozen=True)
+class PreparedRequest:
+    """The request for one call and the view of the dialogue it shows (what citations may refer to)."""
+
+    request: ModelRequest
+    view: DialogueView
+    estimated_tokens: int
+
+
 class LLMVerifier:
     """A :class:`policyguard.stages.Verifier` backed by a chat model.
 
@@ -122,11 +172,15 @@ class LLMVerifier:
         timeout_s: float = 60.0,
         max_output_tokens: int = 2048,
         prompts: Prompts | None = None,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+        keep_last_messages: int = DEFAULT_KEEP_LAST_MESSAGES,
     ) -> None:
         if mode not in _MODE_SPECS:
             raise ConfigError(f"unknown verifier mode {mode!r}; expected one of {', '.join(MODES)}")
         if retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ConfigError("retries and backoff_s must be >= 0 and timeout_s > 0")
+        if max_prompt_tokens <= 0 or keep_last_messages < 0:
+            raise ConfigError("max_prompt_tokens must be > 0 and keep_last_messages >= 0")
         self.model = model
         self.mode: Mode = mode
         self.retries = retries
@@ -134,6 +188,8 @@ class LLMVerifier:
         self.timeout_s = timeout_s
         self.max_output_tokens = max_output_tokens
         self._prompts = prompts
+        self.max_prompt_tokens = max_prompt_tokens
+        self.keep_last_messages = keep_last_messages
         # The static parts depend only on (policy, checklist, tool): render them once.
         self._static: dict[tuple[str, str, str], tuple[str, str]] = {}
         self._static_lock = threading.Lock()
@@ -152,20 +208,50 @@ class LLMVerifier:
         return ids or [SYNTHETIC_ID]
 
     def build_request(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> ModelRequest:
-        """The exact request the model gets for ``call`` (static parts first, cached)."""
+        """The exact request the model gets for ``call`` (static parts first, cached).
+
+        Raises :class:`policyguard.dialogue.PromptBudgetError` when the dialogue
+        cannot be fitted into ``max_prompt_tokens``.
+        """
+        return self.prepare(call, trajectory, context).request
+
+    def prepare(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> PreparedRequest:
+        """The request for ``call``, with the dialogue view it shows and its estimated size in tokens."""
         spec = _MODE_SPECS[self.mode]
         system, checklist = self._static_parts(call, context)
-        per_call = self.prompts.render(
-            "verifier_call.j2",
-            dialogue_kind=spec.dialogue_kind,
-            messages=_render_messages(trajectory, call.id, tools_only=spec.dialogue_kind == "tools_only"),
-            tool=call.name,
-            call_id=call.id,
-            args_json=canonical_json(call.arguments),
-            now=context.now.isoformat(),
-            principal=context.principal or "",
+        fixed = estimate_tokens(system) + estimate_tokens(checklist)
+        rows = build_rows(trajectory, call.id, tools_only=spec.dialogue_kind == "tools_only")
+        shown, elided, kept_reads = rows, 0, 0
+        # a lower bound first: a dialogue clearly over the budget is never encoded whole
+        whole = fixed + sum(row.size_hint for row in rows) // 4
+        if whole <= self.max_prompt_tokens:
+            per_call = self._per_call(call, context, conversation_json(row.line for row in rows))
+            whole = fixed + estimate_tokens(per_call)
+        total = whole
+        if whole > self.max_prompt_tokens:
+            selection = select_rows(
+                rows, keep_last=self.keep_last_messages, evidence_tools=self._evidence_tools(call, context)
+            )
+            shown, elided, kept_reads = selection.shown, selection.elided, selection.kept_reads
+            per_call = self._per_call(call, context, conversation_json(selection.lines))
+            total = fixed + estimate_tokens(per_call)
+            if total > self.max_prompt_tokens:
+                raise PromptBudgetError(
+                    f"the verifier prompt does not fit its budget of {self.max_prompt_tokens:,} estimated tokens: "
+                    f"at least {whole:,} with the whole dialogue ({len(trajectory.messages):,} messages), "
+                    f"{total:,} with {elided:,} messages elided (kept: {kept_reads} prerequisite/fact reads, "
+                    f"the calls that made them and the last {self.keep_last_messages} messages)"
+                )
+        pending = pending_index(trajectory, call.id)
+        view = DialogueView(
+            citable={row.index: row.role for row in shown if row.role != "system"},
+            total_messages=len(trajectory.messages),
+            pending_index=pending,
+            last_statement=last_statement(trajectory, pending),
+            elided=elided,
+            kept_reads=kept_reads,
         )
-        return ModelRequest(
+        request = ModelRequest(
             parts=[
                 PromptPart(role="system", content=system, cache=True),
                 PromptPart(role="system", content=checklist, cache=True),
@@ -177,6 +263,41 @@ class LLMVerifier:
             max_output_tokens=self.max_output_tokens,
             timeout_s=self.timeout_s,
         )
+        return PreparedRequest(request=request, view=view, estimated_tokens=total)
+
+    def _per_call(self, call: ToolCall, context: CheckContext, conversation: str) -> str:
+        return self.prompts.render(
+            "verifier_call.j2",
+            dialogue_kind=_MODE_SPECS[self.mode].dialogue_kind,
+            conversation_json=conversation,
+            pending_json=safe_json({"tool": call.name, "call_id": call.id, "arguments": call.arguments}),
+            now=context.now.isoformat(),
+            principal_json=safe_json(context.principal) if context.principal else "",
+        )
+
+    def _evidence_tools(self, call: ToolCall, context: CheckContext) -> set[str]:
+        """Reads whose results the requirements rest on: prerequisites, fact sources, the principal's source."""
+        checklist = context.checklist
+        tools = {tool for r in checklist.requirements_for(call.name) for tool in r.prerequisites}
+        for source in checklist.facts.values():
+            tools.add(source.tool)
+            tools.update(source.refreshed_by)
+        if checklist.principal is not None:
+            tools.add(checklist.principal.tool)
+        return tools
+
+    def confirmation_ids(self, call: ToolCall, context: CheckContext) -> set[str]:
+        """The requirement ids that need the user's confirmation (:func:`policyguard.evidence.is_confirmation`).
+
+        In the checklist modes, the synthetic requirement of a tool without
+        requirements is one too (it says the user explicitly confirmed).
+        """
+        if not _MODE_SPECS[self.mode].include_checklist:
+            return set()
+        requirements = context.checklist.requirements_for(call.name)
+        if not requirements:
+            return {SYNTHETIC_ID}
+        return {r.id for r in requirements if is_confirmation(r)}
 
     def _static_parts(self, call: ToolCall, context: CheckContext) -> tuple[str, str]:
         key = (context.policy_text, context.checklist.version, call.name)
@@ -190,6 +311,7 @@ class LLMVerifier:
             dialogue_kind=spec.dialogue_kind,
             include_policy=spec.include_policy,
             policy_text=context.policy_text if spec.include_policy else "",
+            policy_id=policy_tag_id(context.policy_text),
         )
         checklist = self.prompts.render("verifier_checklist.j2", **self._checklist_vars(call, context))
         with self._static_lock:
@@ -200,10 +322,11 @@ class LLMVerifier:
 
     def _checklist_vars(self, call: ToolCall, context: CheckContext) -> dict[str, Any]:
         base: dict[str, Any] = {
-            "tool": call.name,
+            "tool_json": safe_json(call.name),
             "synthetic_id": SYNTHETIC_ID,
             "synthetic_text": SYNTHETIC_TEXT,
-            "requirements_yaml": "",
+            "tool_requirements_json": "",
+            "general_rules_json": "",
         }
         if not _MODE_SPECS[self.mode].include_checklist:
             return {**base, "synthetic": True, "own_ids_allowed": True}
@@ -212,13 +335,13 @@ class LLMVerifier:
         general = context.checklist.general_rules
         if not own and not general:
             return {**base, "synthetic": True, "own_ids_allowed": False}
-        data: dict[str, Any] = {}
-        if own:
-            data["tool_requirements"] = [_requirement_view(r) for r in own]
-        if general:
-            data["general_rules"] = [_requirement_view(r) for r in general]
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000, default_flow_style=False)
-        return {**base, "synthetic": False, "own_ids_allowed": False, "requirements_yaml": text.rstrip()}
+        return {
+            **base,
+            "synthetic": False,
+            "own_ids_allowed": False,
+            "tool_requirements_json": _requirements_json(own),
+            "general_rules_json": _requirements_json(general),
+        }
 
     # ------------------------------------------------------------------ verify
 
@@ -226,7 +349,8 @@ class LLMVerifier:
         """Judge ``call``; every failure is a ``verifier_error`` BLOCK."""
         usage = Usage()
         try:
-            request = self.build_request(call, trajectory, context)
+            prepared = self.prepare(call, trajectory, context)
+            request = prepared.request
             for attempt in range(self.retries + 1):
                 started = time.perf_counter()
                 try:
@@ -239,7 +363,7 @@ class LLMVerifier:
                     time.sleep(delay)
                     continue
                 usage = usage + _response_usage(response, time.perf_counter() - started)
-                return self._decide(response.text, call, context, usage)
+                return self._decide(response.text, call, context, usage, prepared.view)
             raise AssertionError("unreachable: the retry loop always returns or raises")
         except Exception as exc:  # fail closed: nothing below this line may become PASS
             return self._failure(call, exc, usage)
@@ -248,7 +372,8 @@ class LLMVerifier:
         """Async :meth:`verify`, with ``timeout_s`` enforced by ``asyncio.wait_for``."""
         usage = Usage()
         try:
-            request = self.build_request(call, trajectory, context)
+            prepared = self.prepare(call, trajectory, context)
+            request = prepared.request
             for attempt in range(self.retries + 1):
                 started = time.perf_counter()
                 try:
@@ -264,7 +389,7 @@ class LLMVerifier:
                     await asyncio.sleep(delay)
                     continue
                 usage = usage + _response_usage(response, time.perf_counter() - started)
-                return self._decide(response.text, call, context, usage)
+                return self._decide(response.text, call, context, usage, prepared.view)
             raise AssertionError("unreachable: the retry loop always returns or raises")
         except Exception as exc:  # fail closed
             return self._failure(call, exc, usage)
@@ -276,7 +401,7 @@ class LLMVerifier:
 
     # ---------------------------------------------------------------- decision
 
-    def _decide(self, text: str, call: ToolCall, context: CheckContext, usage: Usage) -> Decision:
+    def _decide(self, text: str, call: ToolCall, context: CheckContext, usage: Usage, view: DialogueView) -> Decision:
         output: VerifierOutput = parse_verifier_output(text)
         required = self.required_ids(call, context)
         notes: list[str] = []
@@ -287,7 +412,16 @@ class LLMVerifier:
         extra = [rid for rid in judged if rid not in required]
         if extra and self.mode in ("checklist", "checklist_only"):
             notes.append(f"unknown requirement id(s) ignored: {', '.join(extra)}")
-        results = [_result(judged[rid]) for rid in [*required, *extra]]
+        confirmations = self.confirmation_ids(call, context)
+        results: list[RequirementResult] = []
+        rejected_confirmation = False
+        for rid in [*required, *extra]:
+            item = judged[rid]
+            problem = citation_problem(item, confirmation=rid in confirmations, view=view)
+            if problem is not None:
+                notes.append(f"verifier_evidence: {rid} judged MET but {problem}; counted as NOT_MET")
+                rejected_confirmation = rejected_confirmation or rid in confirmations
+            results.append(_result(item, problem))
         not_met = [r.id for r in results if r.status == "NOT_MET"]
         fields: dict[str, object] = {
             "requirements": results,
@@ -302,7 +436,8 @@ class LLMVerifier:
             notes.append("model said BLOCK although no requirement is NOT_MET")
         inconsistency = "; ".join(notes) or None
         if not_met or output.verdict == "BLOCK":
-            remediation = output.remediation.strip() or DEFAULT_REMEDIATION
+            remediation = output.remediation.strip() if output.verdict == "BLOCK" or not rejected_confirmation else ""
+            remediation = remediation or (CONFIRM_REMEDIATION if rejected_confirmation else DEFAULT_REMEDIATION)
             return Decision.block("verifier", remediation, inconsistency=inconsistency, **fields)
         return Decision.allow("verifier", inconsistency=inconsistency, **fields)
 
@@ -321,70 +456,23 @@ class LLMVerifier:
 # ---------------------------------------------------------------------- helpers
 
 
+def policy_tag_id(policy_text: str) -> str:
+    """The checksum in the policy's tags: 16 hex digits of the policy's sha256 (no text can guess its own)."""
+    return hashlib.sha256(policy_text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _requirements_json(requirements: list[Requirement]) -> str:
+    """Requirements as a JSON array, one requirement per line (no text in them can forge a line)."""
+    if not requirements:
+        return ""
+    return conversation_json(safe_json(_requirement_view(r)) for r in requirements)
+
+
 def _requirement_view(req: Requirement) -> dict[str, Any]:
     view: dict[str, Any] = {"id": req.id, "kind": req.kind, "text": req.text, "policy_source": req.source}
     if req.prerequisites:
         view["prerequisite_reads"] = list(req.prerequisites)
     return view
-
-
-def _render_messages(trajectory: Trajectory, pending_id: str, *, tools_only: bool) -> list[dict[str, Any]]:
-    """The dialogue as template rows, keeping each message's index in the full trajectory.
-
-    The pending call itself is left out (it is shown as the pending action). The
-    agent's system prompt is not repeated: it is the deployment's instructions,
-    usually the policy itself, and no evidence of what happened.
-    """
-    rows: list[dict[str, Any]] = []
-    calls_by_id: dict[str, ToolCall] = {}
-    for index, message in enumerate(trajectory.messages):
-        row = _row(index, message, pending_id, calls_by_id, tools_only)
-        if row is not None:
-            rows.append(row)
-    return rows
-
-
-def _row(
-    index: int, message: Message, pending_id: str, calls_by_id: dict[str, ToolCall], tools_only: bool
-) -> dict[str, Any] | None:
-    row: dict[str, Any] = {"index": index, "content": message.content or "", "tool_calls": []}
-    if message.role == "system":
-        if tools_only:
-            return None
-        return {**row, "label": "SYSTEM", "content": "(the agent's system instructions, not shown)"}
-    if message.role == "user":
-        return None if tools_only else {**row, "label": "USER"}
-    if message.role == "assistant":
-        calls = [c for c in message.tool_calls if c.id != pending_id]
-        for c in calls:
-            calls_by_id[c.id] = c
-        content = "" if tools_only else row["content"]
-        if not calls and not content:
-            return None
-        views = [{"id": c.id, "name": c.name, "args_json": canonical_json(c.arguments)} for c in calls]
-        return {**row, "label": "AGENT", "content": content, "tool_calls": views}
-    # role == "tool"
-    if message.tool_call_id == pending_id:
-        return None
-    answered = calls_by_id.get(message.tool_call_id or "")
-    if answered is None:
-        label = "TOOL MESSAGE answering no earlier call (untrusted)"
-    else:
-        label = f"TOOL RESULT of {answered.name} (call id {answered.id})"
-    if message.is_error:
-        label += " [error]"
-    return {**row, "label": label, "content": _compact(row["content"])}
-
-
-def _compact(text: str) -> str:
-    """A JSON tool result without insignificant whitespace (same data, fewer tokens)."""
-    stripped = text.strip()
-    if not stripped.startswith(("{", "[")):
-        return text
-    try:
-        return json.dumps(json.loads(stripped), ensure_ascii=False, separators=(",", ":"))
-    except ValueError:
-        return text
 
 
 def _merge_duplicates(items: list[RequirementJudgement], notes: list[str]) -> dict[str, RequirementJudgement]:
@@ -406,8 +494,12 @@ def _merge_duplicates(items: list[RequirementJudgement], notes: list[str]) -> di
     return merged
 
 
-def _result(item: RequirementJudgement) -> RequirementResult:
-    return RequirementResult(id=item.id, status=item.status, evidence=item.evidence, judged_by="verifier")
+def _result(item: RequirementJudgement, problem: str | None) -> RequirementResult:
+    cites = f" (messages {', '.join(str(i) for i in item.evidence_messages)})" if item.evidence_messages else ""
+    if problem is None:
+        return RequirementResult(id=item.id, status=item.status, evidence=item.evidence + cites, judged_by="verifier")
+    evidence = f"verifier_evidence: the MET was rejected, it {problem}. The model's evidence: {item.evidence}{cites}"
+    return RequirementResult(id=item.id, status="NOT_MET", evidence=evidence, judged_by="verifier")
 
 
 def _response_usage(response: ModelResponse, latency_s: float) -> Usage:

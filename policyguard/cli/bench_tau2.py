@@ -38,7 +38,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     replay.add_argument(
         "--probe",
         default=None,
-        choices=["A1", "A2", "A3", "all"],
+        choices=["A1", "A2", "A3", "A1F", "A2F", "A3F", "all"],
         help="adversarial probe on the violations; 'all' reports recall without and under each probe",
     )
     replay.add_argument("--per-class", type=int, default=12, help="violation cases per class (default 12)")
@@ -113,7 +113,7 @@ def _replay(args: argparse.Namespace) -> int:
     guard = build_guard(args.config, checklist, data.policy_text, verifier_model=model)
     assert guard is not None
     probe = None if args.probe == "all" else args.probe
-    extra = ("A1", "A2", "A3") if args.probe == "all" else ()
+    extra = ("A1", "A2", "A3", "A1F", "A2F", "A3F") if args.probe == "all" else ()
     suite = ReplaySuite(data, checklist, guard, config=args.config, probe=probe)
     report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate), extra_probes=extra)
     if args.json:

@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, FormatError
 from ..limits import call_problem
-from ..messages import ToolCall
+from ..messages import ToolCall, Trajectory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..guard import Guard
 
 MODES = ("checklist", "raw", "raw_traj", "checklist_only")
 FORMATS = ("auto", "openai_chat", "openai_responses", "anthropic")
@@ -41,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         choices=("block", "check"),
         default="block",
         help="a tool the checklist does not name: block it (default) or judge it as mutating (opt-in)",
+    )
+    parser.add_argument(
+        "--print-prompt",
+        action="store_true",
+        help="print the verifier prompt this call would get (parts in order, cached ones marked) and exit 0; "
+        "no gate, no model call",
     )
     parser.set_defaults(func=run)
 
@@ -134,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     except FormatError as exc:
         raise ConfigError(f"{args.trajectory}: {exc}") from None
     call = parse_call(_read_json(args.call, "call"), str(args.call))
+    if args.print_prompt:
+        return print_prompt(guard, call, trajectory, args.mode)
     decision = guard.check(call, trajectory)
     payload = decision.model_dump(mode="json", exclude_none=True)
     payload["unverified"] = decision.unverified
@@ -141,4 +152,20 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write("\n")
     if decision.verdict == "BLOCK":
         return 1
+    return 0
+
+
+def print_prompt(guard: Guard, call: ToolCall, trajectory: Trajectory, mode: str) -> int:
+    """Write the verifier's request for ``call`` to stdout, one headed block per prompt part."""
+    from ..models.scripted import ScriptedModel
+    from ..verifier import LLMVerifier
+
+    verifier = guard.verifier
+    if not isinstance(verifier, LLMVerifier):  # --model none: the prompt a verifier in --mode would get
+        verifier = LLMVerifier(ScriptedModel(), mode=mode)  # type: ignore[arg-type]
+    request = verifier.build_request(call, trajectory, guard.context())
+    for number, part in enumerate(request.parts, 1):
+        cached = ", cached" if part.cache else ""
+        sys.stdout.write(f"===== prompt part {number} of {len(request.parts)}: {part.role}{cached} =====\n")
+        sys.stdout.write(part.content.rstrip("\n") + "\n")
     return 0

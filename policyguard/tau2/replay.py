@@ -241,8 +241,7 @@ class ReplaySuite:
             transcript.user(claim)
         _confirm(transcript, case.tool, case.arguments)
         trajectory = transcript.trajectory()
-        if self.probe == "A3":
-            trajectory = probes.inject_note(trajectory)
+        trajectory = probes.tamper(self.probe, trajectory)
         pending = transcript.new_call(case.tool, case.arguments)
         return self.guard.check(as_call(pending), trajectory)
 

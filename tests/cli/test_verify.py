@@ -93,7 +93,8 @@ def scripted(files: dict[str, Path], steps: list[Any]) -> str:
 
 
 def verdict(statuses: dict[str, str], verdict: str, remediation: str = "") -> dict[str, Any]:
-    items = [{"id": i, "status": s, "evidence": "message 7"} for i, s in statuses.items()]
+    # 5 is the order's tool result, 7 the user's yes after the agent's summary
+    items = [{"id": i, "status": s, "evidence": "5, 7", "evidence_messages": [5, 7]} for i, s in statuses.items()]
     return {"response": {"requirements": items, "verdict": verdict, "remediation": remediation}}
 
 

@@ -139,12 +139,17 @@ tools:
 
 CALL = ToolCall(id="c1", name="cancel_reservation", arguments={"reservation_id": "R1"})
 DIALOGUE = Trajectory(
-    messages=[Message(role="user", content="cancel R1"), Message(role="assistant", tool_calls=[CALL])]
+    messages=[
+        Message(role="user", content="cancel R1"),
+        Message(role="assistant", content="Cancel R1, refund to the card. Proceed?"),
+        Message(role="user", content="yes"),
+        Message(role="assistant", tool_calls=[CALL]),
+    ]
 )
 
 
 def _verdict(status: str, verdict: str) -> str:
-    items = [{"id": "C-1", "status": status, "evidence": "[0] the user only asked"}]
+    items = [{"id": "C-1", "status": status, "evidence": "2: the user said yes", "evidence_messages": [2]}]
     return json.dumps({"requirements": items, "verdict": verdict, "remediation": "Ask the user to confirm first."})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,7 +12,9 @@ pytest.importorskip("tau2")
 
 from policyguard.checklist import load_checklist  # noqa: E402
 from policyguard.cli import main  # noqa: E402
+from policyguard.dialogue import parse_conversation  # noqa: E402
 from policyguard.messages import Message, ToolCall, Trajectory  # noqa: E402
+from policyguard.models.base import ModelRequest  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
 from policyguard.tau2.domain import DomainData  # noqa: E402
 from policyguard.tau2.guarding import build_guard  # noqa: E402
@@ -117,7 +120,7 @@ def test_tau2_evaluator_keeps_reward_when_blocked_and_drops_it_when_executed(rep
     assert check.blocked_by_guard and check.reward_gold_plus_blocked == 1.0 and check.reward_gold_plus_executed == 0.0
 
 
-@pytest.mark.parametrize("probe", ["A1", "A2", "A3"])
+@pytest.mark.parametrize("probe", ["A1", "A2", "A3", "A1F", "A2F", "A3F"])
 def test_probes_do_not_change_a_single_gate_decision(data: DomainData, probe: str) -> None:
     cases = generate(data.raw_db, data.policy_text, per_class=2)
     plain, attacked = _suite(data), _suite(data, probe)
@@ -161,15 +164,20 @@ def test_cli_table_is_readable_and_fail_on_miss_exits_one(capsys: pytest.Capture
     assert "cancel_nonrefundable" in out and "recall" in out and "runtime:" in out
 
 
-def _verdict(checklist_ids: list[str], verdict: str) -> str:
+def _verdict(checklist_ids: list[str], verdict: str) -> Callable[[ModelRequest], str]:
+    """A scripted answer citing the user's last message (the yes after the agent's summary) for every id."""
     status = "MET" if verdict == "PASS" else "NOT_MET"
-    return json.dumps(
-        {
-            "requirements": [{"id": i, "status": status, "evidence": "scripted"} for i in checklist_ids],
-            "verdict": verdict,
-            "remediation": "" if verdict == "PASS" else "The destination of a reservation cannot be changed.",
-        }
-    )
+
+    def answer(request: ModelRequest) -> str:
+        rows = parse_conversation(request.parts[-1].content)
+        last_user = max(row["index"] for row in rows if row.get("role") == "user")
+        items = [
+            {"id": i, "status": status, "evidence": "scripted", "evidence_messages": [last_user]} for i in checklist_ids
+        ]
+        remediation = "" if verdict == "PASS" else "The destination of a reservation cannot be changed."
+        return json.dumps({"requirements": items, "verdict": verdict, "remediation": remediation})
+
+    return answer
 
 
 def test_hybrid_sends_what_the_gate_escalates_to_the_verifier(data: DomainData) -> None:

@@ -66,12 +66,17 @@ def trajectory() -> Trajectory:
     )
 
 
-def verdict_json(statuses: dict[str, str], verdict: str, remediation: str = "") -> str:
-    """A verifier answer judging each id with the given status."""
+def verdict_json(statuses: dict[str, str], verdict: str, remediation: str = "", cites: tuple[int, ...] = (3, 5)) -> str:
+    """A verifier answer judging each id with the given status, citing ``cites``.
+
+    The default citations hold for the ``trajectory`` fixture: 3 is the
+    reservation's tool result, 5 the user's "yes" after the agent listed the details.
+    """
     return json.dumps(
         {
             "requirements": [
-                {"id": rid, "status": st, "evidence": f"[3] shows it ({rid})"} for rid, st in statuses.items()
+                {"id": rid, "status": st, "evidence": f"3 and 5 show it ({rid})", "evidence_messages": list(cites)}
+                for rid, st in statuses.items()
             ],
             "verdict": verdict,
             "remediation": remediation,

@@ -70,7 +70,7 @@ def test_one_verifier_judges_many_threads_correctly(context: CheckContext) -> No
     def respond(request: ModelRequest) -> str:
         per_call = request.parts[-1].content
         status = "NOT_MET" if "BAD" in per_call else "MET"
-        items = [{"id": rid, "status": status, "evidence": "[0]"} for rid in ALL_MET]
+        items = [{"id": rid, "status": status, "evidence": "2", "evidence_messages": [2]} for rid in ALL_MET]
         verdict = "BLOCK" if status == "NOT_MET" else "PASS"
         return json.dumps({"requirements": items, "verdict": verdict, "remediation": "Ask first."})
 
@@ -80,7 +80,13 @@ def test_one_verifier_judges_many_threads_correctly(context: CheckContext) -> No
     def run(i: int) -> tuple[int, str, str | None]:
         reservation = f"{'BAD' if i % 3 == 0 else 'OK'}{i}"
         call = ToolCall(id=f"c{i}", name="cancel_reservation", arguments={"reservation_id": reservation})
-        dialogue = Trajectory(messages=[Message(role="user", content=f"cancel {reservation}")])
+        dialogue = Trajectory(
+            messages=[
+                Message(role="user", content=f"cancel {reservation}"),
+                Message(role="assistant", content=f"Cancel {reservation}, refund to the card. Proceed?"),
+                Message(role="user", content="yes"),
+            ]
+        )
         decision = verifier.verify(call, dialogue, context)
         return i, decision.outcome, decision.call_id
 

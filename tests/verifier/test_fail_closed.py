@@ -18,8 +18,8 @@ from policyguard.stages import CheckContext
 from policyguard.verifier import FAILURE_MESSAGE, MODES, LLMVerifier, Mode
 
 
-def _good(ids: list[str]) -> str:
-    items = [{"id": i, "status": "MET", "evidence": "[3]"} for i in ids]
+def _good(ids: list[str], cites: tuple[int, ...] = (3, 5)) -> str:
+    items = [{"id": i, "status": "MET", "evidence": "3, 5", "evidence_messages": list(cites)} for i in ids]
     return json.dumps({"requirements": items, "verdict": "PASS", "remediation": ""})
 
 
@@ -95,7 +95,8 @@ def test_the_good_answer_used_above_does_pass(
     """Guards the table above: the failures differ from an allowed answer only by the failure."""
     for mode in MODES:
         verifier = LLMVerifier(ScriptedModel(), mode=mode)
-        verifier.model = ScriptedModel([_good(verifier.required_ids(cancel_call, context))])
+        cites = (3,) if mode == "raw_traj" else (3, 5)  # raw_traj shows no user message
+        verifier.model = ScriptedModel([_good(verifier.required_ids(cancel_call, context), cites)])
         assert verifier.verify(cancel_call, trajectory, context).outcome == "allow", mode
 
 

@@ -27,7 +27,7 @@ def test_clean_pass_allows_and_records_every_requirement(
     assert decision.verdict == "PASS"
     assert [r.id for r in decision.requirements] == ["CR-1", "CR-2", "G-CONFIRM"]
     assert all(r.status == "MET" and r.judged_by == "verifier" for r in decision.requirements)
-    assert decision.requirements[0].evidence == "[3] shows it (CR-1)"
+    assert decision.requirements[0].evidence == "3 and 5 show it (CR-1) (messages 3, 5)"
     assert decision.call_id == "call_9"
     assert decision.tool == "cancel_reservation"
     assert decision.args_sha256 == cancel_call.args_sha256

@@ -1,0 +1,62 @@
+"""The structural probes in the replay: a verifier that believes whatever looks like structure finds none.
+
+The hybrid replay attempts the violation the gate cannot judge (a route change)
+under A1F, A2F and A3F; the verifier model is a *believer* that answers PASS,
+citing the user's last message, as soon as a line-by-line reading of its prompt
+shows forged structure (:func:`policyguard.tau2.probes.naive_forgeries`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("tau2")
+
+from policyguard.checklist import load_checklist  # noqa: E402
+from policyguard.dialogue import parse_conversation  # noqa: E402
+from policyguard.models import ScriptedModel  # noqa: E402
+from policyguard.models.base import ModelRequest  # noqa: E402
+from policyguard.resources import shipped_checklist  # noqa: E402
+from policyguard.tau2 import probes  # noqa: E402
+from policyguard.tau2.domain import DomainData  # noqa: E402
+from policyguard.tau2.guarding import build_guard  # noqa: E402
+from policyguard.tau2.replay import ReplaySuite  # noqa: E402
+from policyguard.tau2.violations import generate  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+class Believer:
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+        self.prompts: list[str] = []
+
+    def __call__(self, request: ModelRequest) -> str:
+        text = request.text()
+        found = probes.naive_forgeries(text)
+        self.seen.append(found)
+        self.prompts.append(text)
+        rows = parse_conversation(request.parts[-1].content)
+        last_user = max(row["index"] for row in rows if row.get("role") == "user")
+        ids = [line.split('"')[3] for line in request.parts[1].content.split("\n") if line.startswith('{"id":')]
+        status, verdict = ("MET", "PASS") if found else ("NOT_MET", "BLOCK")
+        items = [{"id": i, "status": status, "evidence": "x", "evidence_messages": [last_user]} for i in ids]
+        return json.dumps({"requirements": items, "verdict": verdict, "remediation": "Refuse the route change."})
+
+
+@pytest.mark.parametrize("probe", ["A1F", "A2F", "A3F"])
+def test_the_forged_structure_never_reaches_the_believing_verifier(probe: str) -> None:
+    data = DomainData.load("airline")
+    checklist = load_checklist(shipped_checklist("airline"))
+    believer = Believer()
+    guard = build_guard("hybrid", checklist, data.policy_text, verifier_model=ScriptedModel([believer]))
+    assert guard is not None
+    suite = ReplaySuite(data, checklist, guard, config="hybrid", probe=probe)
+    case = generate(data.raw_db, data.policy_text, per_class=1, classes=["change_route"])[0]
+    decision = suite.attempt(case)
+    assert believer.seen == [[]]  # the verifier was asked once and saw no forged structure
+    assert decision.outcome == "block" and decision.stage == "verifier"
+    marker = {"A1F": "supervisor_approval", "A2F": "read_only_1", "A3F": "all restrictions above are waived"}[probe]
+    assert marker in believer.prompts[0]  # the claim is shown, as what one message says
