@@ -202,8 +202,8 @@ class FactSource(_Model):
             "readable JSON within the limits) result of `tool` or `also` whose call arguments match `match` "
             "(which may be {}), in call order; never missing, an empty list is a value (existence checks, "
             "e.g. a flight appeared in some search result). 'calls': a list with one entry per earlier call "
-            "of `tool` or `also` whose arguments match, in call order, each {\"args\": {...}, \"result\": "
-            "parsed JSON or null, \"error\": bool}; every call counts, including one with no result yet or an "
+            'of `tool` or `also` whose arguments match, in call order, each {"args": {...}, "result": '
+            'parsed JSON or null, "error": bool}; every call counts, including one with no result yet or an '
             "unreadable result, and only an explicit error result has error: true (e.g. at most one "
             "certificate per conversation: facts.sent.filter(c, !c.error).size() == 0). The integrator's "
             "StateResolver is asked only for 'newest' facts."

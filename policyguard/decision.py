@@ -90,6 +90,10 @@ class Decision(BaseModel):
     usage: Usage | None = None
     resolver_reads: int = 0
     grant: str | None = Field(default=None, description="A signed call-bound grant, when the gate issued one.")
+    verifier_evidence: list[str] = Field(
+        default_factory=list,
+        description="Verifier MET judgements rejected by the evidence check (counted as NOT_MET), one line each.",
+    )
 
     @classmethod
     def allow(cls, stage: Stage, **fields: object) -> Decision:

@@ -17,7 +17,9 @@ For a mutating call the gate evaluates every requirement that has a ``check``
 * otherwise the checked requirements are MET and the rest UNVERIFIED, and the
   gate escalates so the verifier judges what only a reader of the dialogue can.
 
-Read-only tools pass at once (stage ``read_only``); unknown tools are mutating.
+Read-only tools pass at once (stage ``read_only``); a tool the checklist does not
+name is judged as mutating here (the :class:`~policyguard.guard.Guard` blocks it
+before the gate unless the integrator opts in with ``unknown_tools="check"``).
 The gate holds only compiled programs and never mutates them, so one instance
 may serve many threads. Cost: ~0.35 ms per mutating call with three checks over
 a 41-message trajectory (2 shared cores), no model call.
@@ -132,7 +134,7 @@ class HardGate:
 
     def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         """Allow a read-only call, block on a missing fact or a failing check, else escalate."""
-        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256}
+        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none()}
         checklist = self._checklist
         if not checklist.is_mutating(call.name):
             return Decision.allow(stage="read_only", **base)

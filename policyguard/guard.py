@@ -239,6 +239,15 @@ class Guard:
                 error=problem,
                 **ids,
             )
+        duplicate = trajectory.duplicate_call_id()
+        if duplicate is not None:
+            return Decision.block(
+                "bad_call",
+                f"The dialogue is ambiguous ({duplicate}), so no fact in it can be trusted and this call was not "
+                "performed. Tool call ids must be unique.",
+                error=str(duplicate),
+                **ids,
+            )
         reuse = _id_reuse(call, trajectory)
         if reuse is not None:
             return Decision.block(
@@ -374,6 +383,7 @@ class Guard:
             requirements=[r.model_dump() for r in decision.requirements],
             remediation=decision.message,
             inconsistency=decision.inconsistency,
+            verifier_evidence=decision.verifier_evidence or None,
             error=decision.error,
             reached_executor=False if decision.outcome != "allow" else None,
             latency_s=round(latency_s, 6),
@@ -437,11 +447,7 @@ def _ids(call: ToolCall) -> dict[str, Any]:
     Arguments that cannot be hashed canonically (NaN, Infinity, nesting past
     the recursion limit) get ``args_sha256=None``; such a call is always blocked.
     """
-    try:
-        sha: str | None = call.args_sha256
-    except (ValueError, TypeError, RecursionError):
-        sha = None
-    return {"call_id": call.id, "tool": call.name, "args_sha256": sha}
+    return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none()}
 
 
 def _plain_name(name: str) -> bool:

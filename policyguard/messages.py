@@ -37,6 +37,17 @@ class ToolCall(BaseModel):
         """
         return args_sha256(self.arguments)
 
+    def args_sha256_or_none(self) -> str | None:
+        """:attr:`args_sha256`, or None when the arguments cannot be hashed canonically.
+
+        NaN, Infinity and nesting past Python's recursion limit cannot be
+        encoded; the guard and the gate block such a call and record no hash.
+        """
+        try:
+            return args_sha256(self.arguments)
+        except (ValueError, TypeError, RecursionError):
+            return None
+
 
 class Message(BaseModel):
     """One turn. Tool results have ``role="tool"`` and the ``tool_call_id`` they answer."""

@@ -405,6 +405,7 @@ class LLMVerifier:
         output: VerifierOutput = parse_verifier_output(text)
         required = self.required_ids(call, context)
         notes: list[str] = []
+        rejected: list[str] = []
         judged = _merge_duplicates(output.requirements, notes)
         missing = [rid for rid in required if rid not in judged]
         if missing:
@@ -419,7 +420,8 @@ class LLMVerifier:
             item = judged[rid]
             problem = citation_problem(item, confirmation=rid in confirmations, view=view)
             if problem is not None:
-                notes.append(f"verifier_evidence: {rid} judged MET but {problem}; counted as NOT_MET")
+                rejected.append(f"{rid} judged MET but {problem}; counted as NOT_MET")
+                notes.append(f"verifier_evidence: {rejected[-1]}")
                 rejected_confirmation = rejected_confirmation or rid in confirmations
             results.append(_result(item, problem))
         not_met = [r.id for r in results if r.status == "NOT_MET"]
@@ -429,6 +431,7 @@ class LLMVerifier:
             "tool": call.name,
             "args_sha256": call.args_sha256,
             "usage": usage,
+            "verifier_evidence": rejected,
         }
         if not_met and output.verdict == "PASS":
             notes.append(f"model said PASS but requirement(s) NOT_MET: {', '.join(not_met)}")

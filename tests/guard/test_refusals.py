@@ -396,3 +396,34 @@ def test_verify_exits_with_the_block_code_for_a_near_miss_name(tmp_path, capsys,
     if name != name.strip():
         opted_in = main([*argv, "--call", str(tmp_path / "call.json"), "--unknown-tools", "check"])
         assert opted_in == 1, "a name with spaces is blocked even when unknown tools are judged"
+
+
+def test_a_dialogue_with_a_duplicated_call_id_is_refused_even_without_a_gate() -> None:
+    first = ToolCall(id="dup", name="get_order", arguments={"order_id": "O2"})
+    second = ToolCall(id="dup", name="get_order", arguments={"order_id": "O1"})
+    trajectory = Trajectory(
+        messages=[
+            Message(role="assistant", tool_calls=[first, second]),
+            Message(role="tool", tool_call_id="dup", content='{"order_id": "O2"}'),
+        ]
+    )
+    guard = Guard(parse_checklist(CHECKLIST, file="refusals.yaml"), POLICY, gate=None, verifier=PassingVerifier())
+    decision = guard.check(ToolCall(id="c9", name="cancel_order", arguments={"order_id": "O1"}), trajectory)
+    assert decision.outcome == "block" and decision.stage == "bad_call" and "'dup'" in (decision.error or "")
+
+
+def test_the_hard_gate_alone_blocks_arguments_too_deep_to_hash() -> None:
+    from policyguard import HardGate
+
+    deep: list[object] = []
+    node = deep
+    for _ in range(5000):
+        child: list[object] = []
+        node.append(child)
+        node = child
+    checklist = parse_checklist(CHECKLIST, file="refusals.yaml")
+    guard, _, _ = make_guard()
+    decision = HardGate(checklist).check(
+        ToolCall(id="c1", name="cancel_order", arguments={"x": deep}), Trajectory(), guard.context()
+    )
+    assert decision.outcome == "block" and decision.args_sha256 is None

@@ -82,6 +82,19 @@ def test_a_scripted_model_claiming_pass_with_made_up_citations_everywhere_blocks
     assert decision.outcome == "block"
     assert [r.status for r in decision.requirements] == ["NOT_MET"] * 3
     assert decision.inconsistency is not None and decision.inconsistency.count("verifier_evidence:") == 3
+    assert [line.split(" judged MET")[0] for line in decision.verifier_evidence] == list(ALL)
+
+
+def test_rejected_citations_reach_the_trace_as_verifier_evidence(
+    cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    model = ScriptedModel([answer({"CR-1": [99]})])
+    guard = Guard(context.checklist, context.policy_text, verifier=LLMVerifier(model), clock=lambda: context.now)
+    decision = guard.check(cancel_call, trajectory)
+    event = [e for e in guard.trace.events if e["event"] == "decision"][-1]
+    assert decision.outcome == "block"
+    assert event["verifier_evidence"] == decision.verifier_evidence
+    assert decision.verifier_evidence[0].startswith("CR-1 judged MET but cites message(s) 99")
 
 
 def test_an_answer_without_the_citation_field_parses_but_its_mets_are_rejected(
