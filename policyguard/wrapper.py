@@ -71,6 +71,13 @@ class GuardedTools:
             from .errors import ConfigError
 
             raise ConfigError("an executor needs a guard that issues grants (Guard(..., grants=GrantIssuer(...)))")
+        if executor is not None and guard.denials is not getattr(executor.verifier, "nonces", None):
+            from .errors import ConfigError
+
+            raise ConfigError(
+                "deny wins only when the guard records denials where the executor reads them: "
+                "Guard(..., denials=store) with GrantVerifier(..., nonces=store)"
+            )
         self.guard = guard
         self.tools = dict(tools or {})
         self.executor = executor

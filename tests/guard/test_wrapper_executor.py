@@ -70,6 +70,7 @@ def setup() -> tuple[GuardedTools, list[Any], Trace]:
         allow_unverified=True,
         trace=trace,
         grants=GrantIssuer(private),
+        denials=store,
     )
     executor = GuardedExecutor(
         {"get_order": get_order, "issue_refund": issue_refund},
@@ -119,3 +120,19 @@ def test_an_executor_needs_a_guard_that_issues_grants() -> None:
     guard = Guard(checklist, POLICY, allow_unverified=True)
     with pytest.raises(ConfigError, match="grants"):
         GuardedTools(guard, executor=object())  # type: ignore[arg-type]
+
+
+def test_an_executor_needs_a_guard_that_records_denials_in_the_executors_store(setup) -> None:  # type: ignore[no-untyped-def]
+    tools, _, _ = setup
+    guard = Guard(tools.guard.checklist, POLICY, allow_unverified=True, grants=tools.guard.grants)
+    with pytest.raises(ConfigError, match="denials"):
+        GuardedTools(guard, executor=tools.executor)
+
+
+def test_a_call_blocked_once_is_never_executed_through_the_wrapper(setup) -> None:  # type: ignore[no-untyped-def]
+    tools, effects, _ = setup
+    call = ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 50, "idempotency_key": "k1"})
+    blocked = tools.run(call, Trajectory())  # no read of the order yet: blocked
+    assert blocked.is_error and not blocked.executed
+    again = tools.run(call, _dialogue())  # the same call id after the read: deny wins
+    assert again.is_error and not again.executed and effects == []
