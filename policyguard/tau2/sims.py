@@ -260,7 +260,7 @@ def _reward(sim: SimulationRun) -> float | None:
 def _label_index(labels: LabelFile | None) -> dict[tuple[str, str], CallLabel]:
     index: dict[tuple[str, str], CallLabel] = {}
     for entry in labels.labels if labels is not None else []:
-        key = entry.call_id if entry.call_id is not None else f"turn:{entry.turn}"
+        key = f"call_id {entry.call_id}" if entry.call_id is not None else f"turn {entry.turn}"
         index[(entry.simulation, key)] = entry
     return index
 
@@ -369,7 +369,7 @@ class SimsReplay:
     def _label(
         self, file: str, sim_id: str, call: Any, turn: int, task_id: str, actions: list[Action], reward: float | None
     ) -> Label:
-        for key in ((sim_id, call.id), (sim_id, f"turn:{turn}")):
+        for key in ((sim_id, f"call_id {call.id}"), (sim_id, f"turn {turn}")):
             entry = self._label_index.get(key)
             if entry is not None and (entry.file is None or entry.file == file):
                 self._used_labels.add(key)
@@ -406,7 +406,7 @@ def _where(call: SimCall) -> str:
     return f"{call.file} task {call.task}{trial} turn {call.turn}"
 
 
-def label_rows(report: SimsReport) -> list[tuple[str, int, int, str]]:
+def label_rows(report: SimsReport) -> list[tuple[Label, int, int, str]]:
     """(label, writes, blocked, note) for every label present (gold, extra and non_gold always)."""
     rows = []
     for label in LABELS:
@@ -442,7 +442,9 @@ def render(report: SimsReport, command: str | None = None) -> str:
     lines.append(f"  {GOLD_RULE}.")
     lines.append(f"  {NON_GOLD_NOTE}.")
     if report.tasks_without_gold:
-        lines.append(f"  tasks with no gold actions found (all their writes are extra/non_gold): {report.tasks_without_gold}")
+        lines.append(
+            f"  tasks with no gold actions found (all their writes are extra/non_gold): {report.tasks_without_gold}"
+        )
     lines.append("")
 
     by_req = report.by_requirement()
@@ -456,16 +458,16 @@ def render(report: SimsReport, command: str | None = None) -> str:
     lines.append("")
 
     for label, title in (("gold", "Blocked gold writes"), ("contradicting_gold", "Blocked contradicting gold")):
-        blocked = [c for c in report.calls if c.label == label and c.blocked]
-        if label == "contradicting_gold" and not blocked:
+        stopped = [c for c in report.calls if c.label == label and c.blocked]
+        if label == "contradicting_gold" and not stopped:
             continue
         head = "the guard's cost on these runs" if label == "gold" else "gold that contradicts the written policy"
-        lines.append(f"{title} ({head}): {len(blocked)}")
+        lines.append(f"{title} ({head}): {len(stopped)}")
         for kind, what in (
             ("read_first", "read first - a remediation the agent could follow (make the read, retry)"),
             ("hard", "hard refusals"),
         ):
-            group = [c for c in blocked if c.block_kind == kind]
+            group = [c for c in stopped if c.block_kind == kind]
             if not group:
                 continue
             lines.append(f"  {what}: {len(group)}")
@@ -474,7 +476,7 @@ def render(report: SimsReport, command: str | None = None) -> str:
                 lines.append(f"      not met: {', '.join(call.not_met) or call.stage}")
                 lines.append(f"      remediation: {(call.message or '').strip()[:400]}")
         if label == "contradicting_gold":
-            for task in sorted({c.task for c in blocked}, key=_task_order):
+            for task in sorted({c.task for c in stopped}, key=_task_order):
                 lines.append(f"  task {task}: {POLICY_CONTRADICTING_GOLD.get(task, '')}")
         lines.append("")
     lines.append(f"runtime: {report.runtime_s:.1f} s")
