@@ -24,7 +24,11 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "the same as a policy violation; --labels gives true per-call labels. No model is needed for gate_only."
         ),
     )
-    sims.add_argument("results", nargs="+", help="tau2 results files (tau2.data_model.simulation.Results JSON)")
+    sims.add_argument(
+        "results",
+        nargs="+",
+        help="tau2 results files (tau2.data_model.simulation.Results JSON) or 'bench tau2' output folders",
+    )
     sims.add_argument("--domain", required=True, choices=["airline", "retail"])
     sims.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid"])
     sims.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
@@ -60,12 +64,12 @@ def _sims(args: argparse.Namespace) -> int:
     from ..resources import shipped_checklist
     from ..tau2.domain import DomainData
     from ..tau2.guarding import build_guard
-    from ..tau2.sims import SimsReplay, load_label_file, load_results_file, render
+    from ..tau2.sims import SimsReplay, load_label_file, load_source, render
 
     labels = load_label_file(args.labels) if args.labels else None
     checklist_path = args.checklist or shipped_checklist(args.domain)
     checklist = load_checklist(checklist_path)
-    results = [load_results_file(path) for path in args.results]
+    sources = [load_source(path, args.domain) for path in args.results]
     data = DomainData.load(args.domain)
     model = resolve_model(args.verifier_model) if args.config == "hybrid" else None
     guard = build_guard(args.config, checklist, data.policy_text, verifier_model=model)
@@ -79,7 +83,7 @@ def _sims(args: argparse.Namespace) -> int:
         checklist_name=str(checklist_path),
         labels=labels,
     )
-    report = replay.run(args.results, results)
+    report = replay.run(args.results, sources)
     if args.json:
         print(json.dumps(report.summary(), indent=2))
     else:

@@ -1,7 +1,9 @@
 """Replay real agent runs: would the guard have let each write through?
 
 Input is one or more tau2 results files (``tau2.data_model.simulation.Results``,
-what ``tau2 run`` and the public leaderboard publish). For every call an agent
+what ``tau2 run`` and the public leaderboard publish) or folders written by
+``policyguard bench tau2`` (each simulation keeps its tau2 dialogue; a guarded
+run's dialogue holds only the calls its guard let through). For every call an agent
 made to a *mutating* tool (per the checklist; a tool the checklist does not
 name counts as mutating, and the guard blocks it), the guard decides the call on
 exactly the dialogue before the assistant message that made it, with the tool
@@ -153,6 +155,7 @@ class SimsReport(_Model):
     files: list[str]
     simulations: int
     rewarded: int
+    skipped: int = Field(default=0, description="bench tau2 simulations without a dialogue (infra errors).")
     tasks_without_gold: list[str] = Field(default_factory=list)
     calls: list[SimCall]
     runtime_s: float = 0.0
@@ -218,6 +221,64 @@ def load_results_file(path: str | Path) -> Results:
         return Results.model_validate_json(text)
     except ValidationError as exc:
         raise ConfigError(f"{file}: not a tau2 results file: {_first_error(exc)}") from exc
+
+
+class RunSource:
+    """The simulations of one input (a results file or a ``bench tau2`` output folder) and its own tasks."""
+
+    def __init__(self, name: str, simulations: list[SimulationRun], tasks: list[Task], skipped: int = 0) -> None:
+        self.name = name
+        self.simulations = simulations
+        self.tasks = tasks
+        self.skipped = skipped
+
+
+def load_source(path: str | Path, domain: str) -> RunSource:
+    """A tau2 results file, or a folder written by ``policyguard bench tau2``; checks the domain."""
+    file = Path(path)
+    if file.is_dir():
+        return _load_run_dir(file, domain)
+    results = load_results_file(file)
+    found = results.info.environment_info.domain_name if results.info.environment_info is not None else None
+    if found is not None and found != domain:
+        raise ConfigError(f"{file}: results of the {found!r} domain, not {domain!r} (pass --domain {found})")
+    return RunSource(file.name, list(results.simulations), list(results.tasks))
+
+
+def _load_run_dir(folder: Path, domain: str) -> RunSource:
+    """``bench tau2`` output: ``run.json`` and one ``sims/*.json`` per simulation, each holding its dialogue."""
+    from tau2.data_model.simulation import RewardInfo, SimulationRun
+
+    from .runner import SPEC_FILE, RunSpec, load_results
+
+    spec_path = folder / SPEC_FILE
+    if not spec_path.is_file():
+        raise ConfigError(f"{folder}: a folder but no {SPEC_FILE} (not a 'bench tau2' output folder)")
+    try:
+        spec = RunSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{spec_path}: not a 'bench tau2' run spec: {str(exc).splitlines()[0]}") from exc
+    if spec.domain != domain:
+        raise ConfigError(
+            f"{folder}: a run of the {spec.domain!r} domain, not {domain!r} (pass --domain {spec.domain})"
+        )
+    sims: list[SimulationRun] = []
+    skipped = 0
+    for result in load_results(folder):
+        if result.simulation is None:  # an infrastructure error, or a run from before dialogues were kept
+            skipped += 1
+            continue
+        try:
+            sim = SimulationRun.model_validate(result.simulation)
+        except ValidationError as exc:
+            raise ConfigError(f"{folder}/{result.key}: not a tau2 simulation: {_first_error(exc)}") from exc
+        reward = None if result.reward is None else RewardInfo(reward=result.reward)
+        sims.append(sim.model_copy(update={"reward_info": reward, "trial": result.trial}))
+    if not sims and skipped:
+        raise ConfigError(
+            f"{folder}: none of its {skipped} simulation(s) kept its dialogue (infra errors or an old run)"
+        )
+    return RunSource(folder.name, sims, [], skipped)
 
 
 # -- gold ------------------------------------------------------------------------
@@ -290,20 +351,20 @@ class SimsReplay:
         self._used_labels: set[tuple[str, str]] = set()
         self._no_gold: set[str] = set()
 
-    def run(self, paths: Sequence[str | Path], results: Sequence[Results] | None = None) -> SimsReport:
-        """Replay every file (``results`` when already loaded, in the order of ``paths``)."""
+    def run(self, paths: Sequence[str | Path], sources: Sequence[RunSource] | None = None) -> SimsReport:
+        """Replay every input (``sources`` when already loaded, in the order of ``paths``)."""
         started = time.perf_counter()
-        loaded = list(results) if results is not None else [load_results_file(p) for p in paths]
+        loaded = list(sources) if sources is not None else [load_source(p, self.domain) for p in paths]
         calls: list[SimCall] = []
-        sims = rewarded = 0
-        for path, result in zip(paths, loaded, strict=True):
-            name = Path(path).name
-            file_tasks = {str(t.id): assistant_actions(t) for t in result.tasks}
-            for sim in result.simulations:
+        sims = rewarded = skipped = 0
+        for source in loaded:
+            file_tasks = {str(t.id): assistant_actions(t) for t in source.tasks}
+            skipped += source.skipped
+            for sim in source.simulations:
                 sims += 1
                 reward = _reward(sim)
                 rewarded += reward == 1.0
-                calls += self.replay_simulation(name, sim, reward, file_tasks)
+                calls += self.replay_simulation(source.name, sim, reward, file_tasks)
         self._check_labels_used()
         return SimsReport(
             domain=self.domain,
@@ -312,6 +373,7 @@ class SimsReplay:
             files=[str(p) for p in paths],
             simulations=sims,
             rewarded=rewarded,
+            skipped=skipped,
             tasks_without_gold=sorted(self._no_gold, key=_task_order),
             calls=calls,
             runtime_s=round(time.perf_counter() - started, 3),
@@ -431,6 +493,8 @@ def render(report: SimsReport, command: str | None = None) -> str:
         f"{report.simulations} simulations ({report.rewarded} with reward 1) in {len(report.files)} file(s); "
         f"every write decided on the recorded dialogue before it, nothing re-executed"
     )
+    if report.skipped:
+        lines.append(f"skipped: {report.skipped} simulation(s) without a recorded dialogue (infrastructure errors)")
     lines.append("")
     width = max(len(label) for label in LABELS)
     lines.append(f"  {'label':<{width}}  writes  blocked")
@@ -518,7 +582,7 @@ def replay_results(
     checklist_name: str = "",
     labels: LabelFile | None = None,
 ) -> SimsReport:
-    """Load the domain's tasks from tau2 and replay ``paths`` through ``guard``."""
+    """Load the domain's tasks from tau2 and replay ``paths`` (results files or bench tau2 folders)."""
     from .domain import DomainData
 
     data = DomainData.load(domain)

@@ -378,3 +378,82 @@ def test_the_whole_shipped_file(airline: tuple[DomainData, Checklist]) -> None:
     assert (summary["gold_writes"], summary["extra_writes"], summary["non_gold_writes"]) == (34, 1, 5)
     assert report.count("contradicting_gold") == 3
     assert summary["gold_blocked_hard"] == 0
+
+
+def test_a_results_file_of_another_domain_is_refused(tmp_path: Path) -> None:
+    from policyguard.tau2.sims import load_source
+
+    with pytest.raises(ConfigError, match="results of the 'airline' domain, not 'retail'"):
+        load_source(FIXTURE, "retail")
+
+
+# -- the project's own `bench tau2` runs ------------------------------------------------
+
+
+@pytest.mark.slow  # tau2's orchestrator imports litellm (~5-10 s once)
+def test_a_bench_tau2_folder_is_replayed_from_the_dialogues_it_keeps(
+    tmp_path: Path, airline: tuple[DomainData, Checklist], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A baseline (unguarded) run of task 40 in which the agent also cancels 790JYN, which is not cancellable.
+
+    ``bench tau2`` writes run.json and sims/<key>.json; the replay finds the dialogue in each and the
+    guard would have blocked the cancel (cancel-eligible) while the gold rename passes.
+    """
+    from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+    from tau2.orchestrator.orchestrator import Orchestrator
+
+    from policyguard.tau2.runner import SIMS_DIR, SPEC_FILE, RunContext, RunSpec, _result
+    from policyguard.tau2.scripted import scripted_agent_class, scripted_user_class
+
+    data, checklist = airline
+    rename = {
+        "reservation_id": "3RK2T9",
+        "passengers": [
+            {"first_name": "Anya", "last_name": "Garcia", "dob": "1992-11-12"},
+            {"first_name": "Mei", "last_name": "Garcia", "dob": "1989-12-13"},
+        ],
+    }
+    script: list[Any] = [
+        ("call", "get_user_details", {"user_id": "anya_garcia_5901"}),
+        ("call", "get_reservation_details", {"reservation_id": "3RK2T9"}),
+        ("call", "get_reservation_details", {"reservation_id": "790JYN"}),
+        ("say", "I will rename Mei Lee to Mei Garcia on 3RK2T9. Do you confirm (yes)?"),
+        ("call", "cancel_reservation", {"reservation_id": "790JYN"}),
+        ("call", "update_reservation_passengers", rename),
+        ("say", "Done."),
+    ]
+    env = data.fresh_env()
+    agent = scripted_agent_class()(
+        tools=env.get_tools(),
+        domain_policy=env.get_policy(),
+        script=script,
+        guard=None,
+        is_mutating=checklist.is_mutating,
+    )
+    user = scripted_user_class()(["Hi, I am anya_garcia_5901 and I need to fix a name on 3RK2T9.", "Yes."])
+    task = data.task("40")
+    simulation = Orchestrator(domain="airline", agent=agent, user=user, environment=env, task=task).run()
+    reward = evaluate_simulation(
+        simulation=simulation, task=task, evaluation_type=EvaluationType.ALL, solo_mode=False, domain="airline"
+    )
+    spec = RunSpec(config="baseline", agent_model="scripted", user_model="scripted", tasks=["40"], trials=1)
+    ctx = RunContext(spec, data, checklist, None)
+    base = {"domain": "airline", "config": "baseline", "task_id": "40", "trial": 0, "seed": 0}
+    result = _result(base, simulation, reward.reward, ctx, agent, 1.0)
+    run = tmp_path / "run"
+    (run / SIMS_DIR).mkdir(parents=True)
+    (run / SPEC_FILE).write_text(spec.model_dump_json(), encoding="utf-8")
+    (run / SIMS_DIR / f"{result.key}.json").write_text(result.model_dump_json(), encoding="utf-8")
+    failed = result.model_copy(update={"trial": 1, "reward": None, "infra_error": "Timeout", "simulation": None})
+    (run / SIMS_DIR / f"{failed.key}.json").write_text(failed.model_dump_json(), encoding="utf-8")
+
+    assert main(["bench", "sims", str(run), "--domain", "airline", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = [(c["tool"], c["label"], c["outcome"], c["not_met"]) for c in out["calls"]]
+    assert rows == [
+        ("cancel_reservation", "non_gold", "block", ["cancel-eligible"]),
+        ("update_reservation_passengers", "gold", "allow", []),
+    ]
+    assert out["simulations"] == 1 and out["calls"][0]["reward"] == 0.0
+    assert main(["bench", "sims", str(run), "--domain", "retail"]) == 2
+    assert "a run of the 'airline' domain, not 'retail'" in capsys.readouterr().err
