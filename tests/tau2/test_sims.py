@@ -457,3 +457,23 @@ def test_a_bench_tau2_folder_is_replayed_from_the_dialogues_it_keeps(
     assert out["simulations"] == 1 and out["calls"][0]["reward"] == 0.0
     assert main(["bench", "sims", str(run), "--domain", "retail"]) == 2
     assert "a run of the 'airline' domain, not 'retail'" in capsys.readouterr().err
+
+
+def test_bench_report_includes_the_sims_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from policyguard.tau2.results import SimResult
+    from policyguard.tau2.runner import SIMS_DIR, SPEC_FILE, RunSpec
+
+    run = tmp_path / "run"
+    (run / SIMS_DIR).mkdir(parents=True)
+    spec = RunSpec(config="baseline", agent_model="scripted", user_model="scripted", tasks=["40"], trials=1)
+    (run / SPEC_FILE).write_text(spec.model_dump_json(), encoding="utf-8")
+    sim = SimResult(domain="airline", config="baseline", task_id="40", trial=0, seed=0, reward=1.0)
+    (run / SIMS_DIR / f"{sim.key}.json").write_text(sim.model_dump_json(), encoding="utf-8")
+    args = ["bench", "report", str(run), "--no-plots", "--output", str(tmp_path / "rep"), "--sims", str(FIXTURE)]
+    assert main(args) == 0
+    markdown = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    assert "## Real agent runs replayed through the guard (bench sims)" in markdown
+    assert "| gold | 3 | 1 | 1 read-first, 0 hard |" in markdown
+    assert "| passengers-own-reservation | 1 |" in markdown
+    metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["bench_sims"]["gold_writes"] == 3 and "calls" not in metrics["bench_sims"]
