@@ -29,10 +29,12 @@ Each write gets a label:
 A label file (:class:`LabelFile`) gives true per-call labels; a call it names is
 labelled ``violation`` or ``compliant`` instead.
 
-A blocked write is a *read-first* block when the gate blocked it only because a
-fact or prerequisite read was missing (the remediation tells the agent which
-read to make, so an agent could follow it and retry); any other block (a check
-that is false, an unknown tool, a bad call, the verifier) is a *hard* refusal.
+A blocked write is a *read-first* block when the gate blocked it only because
+something was not read (every NOT_MET requirement's evidence is a missing fact,
+a missing principal or a prerequisite read not made): the remediation names the
+read, so an agent could make it and retry. Any other block (a check that is
+false or cannot be evaluated, an unknown tool, a bad call, the verifier) is a
+*hard* refusal.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ NON_GOLD_NOTE = (
     "non_gold is not the same as a policy violation: a failed simulation's writes are often wrong choices "
     "the policy allows (pass --labels with true per-call labels to count violations)"
 )
-_READ_EVIDENCE = ("missing fact", "prerequisite read not made")
+_READ_EVIDENCE = ("missing fact", "missing principal", "prerequisite read not made")
 
 
 class _Model(BaseModel):
@@ -300,12 +302,7 @@ def block_kind(decision: Decision) -> BlockKind | None:
     if decision.outcome == "allow":
         return None
     not_met = [r for r in decision.requirements if r.status == "NOT_MET"]
-    if (
-        decision.stage == "gate"
-        and not_met
-        and all((r.evidence or "").startswith(_READ_EVIDENCE) for r in not_met)
-        and (decision.message or "").startswith("Read")
-    ):
+    if decision.stage == "gate" and not_met and all((r.evidence or "").startswith(_READ_EVIDENCE) for r in not_met):
         return "read_first"
     return "hard"
 

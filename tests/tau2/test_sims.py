@@ -20,6 +20,7 @@ pytest.importorskip("tau2")
 from policyguard.canonical import policy_version  # noqa: E402
 from policyguard.checklist import Checklist, load_checklist, parse_checklist  # noqa: E402
 from policyguard.cli import main  # noqa: E402
+from policyguard.decision import Decision, RequirementResult  # noqa: E402
 from policyguard.errors import ConfigError  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
 from policyguard.tau2.domain import DomainData  # noqa: E402
@@ -31,6 +32,7 @@ from policyguard.tau2.sims import (  # noqa: E402
     LabelFile,
     SimsReplay,
     SimsReport,
+    block_kind,
     load_results_file,
     markdown_table,
     render,
@@ -250,6 +252,32 @@ def test_the_human_view_separates_read_first_from_hard_and_warns_non_gold_is_not
     assert "| gold | 4 | 2 | 1 read-first, 1 hard |" in markdown_table(synthetic)
 
 
+def _gate_block(*evidence: str, stage: str = "gate") -> Decision:
+    reqs = [
+        RequirementResult(id=f"r{i}", status="NOT_MET", evidence=e, judged_by="gate") for i, e in enumerate(evidence)
+    ]
+    return Decision.block(stage, "blocked", requirements=reqs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("decision", "kind"),
+    [
+        (_gate_block("missing fact 'owner': changed after it was read: call get_user_details again"), "read_first"),
+        (_gate_block("missing principal: authenticate the user first"), "read_first"),
+        (_gate_block("prerequisite read not made: get_order", "missing fact 'order': not read"), "read_first"),
+        (_gate_block("missing fact 'order': not read", "check is false: args.amount <= 100"), "hard"),
+        (_gate_block("check could not be evaluated (fail closed): no such key"), "hard"),
+        (_gate_block(), "hard"),  # a gate block that names no requirement
+        (_gate_block("missing fact 'order': not read", stage="verifier"), "hard"),
+        (Decision.block("unknown_tool", "no such tool"), "hard"),
+        (Decision.halt("guard", "kill switch"), "hard"),
+        (Decision.allow("gate"), None),
+    ],
+)
+def test_only_a_gate_block_for_missing_reads_alone_is_read_first(decision: Decision, kind: str | None) -> None:
+    assert block_kind(decision) == kind
+
+
 def test_a_label_file_overrides_the_gold_labels(shop: tuple[Checklist, Path]) -> None:
     checklist, path = shop
     labels = LabelFile(
@@ -359,7 +387,7 @@ def test_real_gold_write_without_an_authenticating_read_is_a_read_first_block(
     report = _replay_real(airline, FIXTURE)
     (blocked,) = [c for c in report.calls if c.label == "gold" and c.blocked]
     assert (blocked.task, blocked.block_kind, blocked.not_met) == ("40", "read_first", ["passengers-own-reservation"])
-    assert blocked.message == "Read first: call get_user_details before update_reservation_passengers."
+    assert "get_user_details" in (blocked.message or "")  # the remediation names the read to make
 
 
 def test_real_cli_json_on_the_fixture(capsys: pytest.CaptureFixture[str]) -> None:
