@@ -540,7 +540,7 @@ def render(report: SimsReport, command: str | None = None) -> str:
             for task in sorted({c.task for c in stopped}, key=_task_order):
                 lines.append(f"  task {task}: {POLICY_CONTRADICTING_GOLD.get(task, '')}")
         lines.append("")
-    lines.append(f"runtime: {report.runtime_s:.1f} s")
+    lines.append(f"replay time: {report.runtime_s:.1f} s (guard decisions; loading the files not included)")
     return "\n".join(lines)
 
 
