@@ -505,3 +505,35 @@ def test_bench_report_includes_the_sims_table(tmp_path: Path, capsys: pytest.Cap
     assert "| passengers-own-reservation | 1 |" in markdown
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["bench_sims"]["gold_writes"] == 3 and "calls" not in metrics["bench_sims"]
+
+
+def test_hybrid_sends_what_the_gate_lets_on_to_the_verifier(shop: tuple[Checklist, Path]) -> None:
+    """The verifier judges the note (procedural only) and blocks it: a hard block by stage verifier."""
+    from policyguard.models import ScriptedModel
+
+    checklist, path = shop
+
+    def verdict(ids: list[str], value: str) -> str:
+        status = "MET" if value == "PASS" else "NOT_MET"
+        reqs = [{"id": i, "status": status, "evidence": "scripted"} for i in ids]
+        return json.dumps({"requirements": reqs, "verdict": value, "remediation": "" if value == "PASS" else "Ask."})
+
+    refund = ["refund.owner", "refund.ceiling"]
+    model = ScriptedModel(
+        [verdict(refund, "PASS"), verdict(["note.confirmed"], "BLOCK")] + [verdict(refund, "PASS")] * 2
+    )
+    guard = build_guard("hybrid", checklist, SHOP_POLICY, verifier_model=model)
+    assert guard is not None
+    from tau2.data_model.tasks import Task
+
+    tasks = [Task.model_validate(t) for t in DOMAIN_TASKS]
+    report = SimsReplay("airline", checklist, guard, config="hybrid", tasks=tasks).run([path])
+    model.assert_complete()
+    note = next(c for c in report.calls if c.tool == "note")
+    assert (note.outcome, note.stage, note.block_kind, note.not_met) == (
+        "block",
+        "verifier",
+        "hard",
+        ["note.confirmed"],
+    )
+    assert report.summary()["extra_blocked"] == 2  # the note and wipe_db
