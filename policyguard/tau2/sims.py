@@ -10,7 +10,9 @@ exactly the dialogue before the assistant message that made it, with the tool
 results as recorded; nothing is re-executed and no environment is built. All
 calls of one assistant message are judged on the same dialogue, the way
 :class:`~policyguard.tau2.agent.GuardedAgent` judges them live (an earlier call
-of the same message has no result yet when the message is sent).
+of the same message has no result yet when the message is sent). A results file
+holds no system prompt; the guard does not need one (the policy comes with the
+checklist).
 
 Each write gets a label:
 
@@ -315,11 +317,17 @@ def _reward(sim: SimulationRun) -> float | None:
     return None if info is None else float(info.reward)
 
 
-def _label_index(labels: LabelFile | None) -> dict[tuple[str, str], CallLabel]:
-    index: dict[tuple[str, str], CallLabel] = {}
-    for entry in labels.labels if labels is not None else []:
-        key = f"call_id {entry.call_id}" if entry.call_id is not None else f"turn {entry.turn}"
-        index[(entry.simulation, key)] = entry
+_LabelKey = tuple[str | None, str, str]  # (file or None for any file, simulation id, "call_id X" / "turn N")
+
+
+def _label_index(labels: LabelFile | None) -> dict[_LabelKey, CallLabel]:
+    index: dict[_LabelKey, CallLabel] = {}
+    for n, entry in enumerate(labels.labels if labels is not None else []):
+        what = f"call_id {entry.call_id}" if entry.call_id is not None else f"turn {entry.turn}"
+        key = (entry.file, entry.simulation, what)
+        if key in index:
+            raise ConfigError(f"label file: labels.{n} labels simulation {entry.simulation!r} {what} a second time")
+        index[key] = entry
     return index
 
 
@@ -345,7 +353,7 @@ class SimsReplay:
         self.gold: dict[str, list[Action]] = {str(t.id): assistant_actions(t) for t in tasks}
         self.labels = labels
         self._label_index = _label_index(labels)
-        self._used_labels: set[tuple[str, str]] = set()
+        self._used_labels: set[_LabelKey] = set()
         self._no_gold: set[str] = set()
 
     def run(self, paths: Sequence[str | Path], sources: Sequence[RunSource] | None = None) -> SimsReport:
@@ -428,11 +436,12 @@ class SimsReplay:
     def _label(
         self, file: str, sim_id: str, call: Any, turn: int, task_id: str, actions: list[Action], reward: float | None
     ) -> Label:
-        for key in ((sim_id, f"call_id {call.id}"), (sim_id, f"turn {turn}")):
-            entry = self._label_index.get(key)
-            if entry is not None and (entry.file is None or entry.file == file):
-                self._used_labels.add(key)
-                return "violation" if entry.violation else "compliant"
+        for what in (f"call_id {call.id}", f"turn {turn}"):
+            for key in ((file, sim_id, what), (None, sim_id, what)):
+                entry = self._label_index.get(key)
+                if entry is not None:
+                    self._used_labels.add(key)
+                    return "violation" if entry.violation else "compliant"
         if is_gold(call, actions):
             return "contradicting_gold" if self._contradicting(task_id) else "gold"
         return "extra" if reward == 1.0 else "non_gold"
@@ -443,9 +452,10 @@ class SimsReplay:
     def _check_labels_used(self) -> None:
         unused = [key for key in self._label_index if key not in self._used_labels]
         if unused:
-            sim, key = unused[0]
+            file, sim, what = unused[0]
+            where = f" in {file}" if file is not None else ""
             more = f" (+{len(unused) - 1} more)" if len(unused) > 1 else ""
-            raise ConfigError(f"label file: no write matches simulation {sim!r} {key}{more}")
+            raise ConfigError(f"label file: no write matches simulation {sim!r} {what}{where}{more}")
 
 
 def _task_order(task_id: str) -> tuple[int, str]:

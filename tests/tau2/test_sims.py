@@ -301,6 +301,20 @@ def test_a_label_that_matches_no_write_is_an_error(shop: tuple[Checklist, Path])
         _shop_replay(checklist, labels).run([path])
 
 
+def test_a_label_given_twice_is_an_error(shop: tuple[Checklist, Path]) -> None:
+    checklist, path = shop
+    twice = [CallLabel(simulation="B", call_id="B-c4", violation=v) for v in (True, False)]
+    with pytest.raises(ConfigError, match="labels.1 labels simulation 'B' call_id B-c4 a second time"):
+        _shop_replay(checklist, LabelFile(labels=twice)).run([path])
+
+
+def test_a_label_for_another_file_does_not_match(shop: tuple[Checklist, Path]) -> None:
+    checklist, path = shop
+    labels = LabelFile(labels=[CallLabel(simulation="B", call_id="B-c4", violation=True, file="other.json")])
+    with pytest.raises(ConfigError, match="no write matches simulation 'B' call_id B-c4 in other.json"):
+        _shop_replay(checklist, labels).run([path])
+
+
 def test_a_label_needs_exactly_one_of_call_id_or_turn(tmp_path: Path) -> None:
     bad = tmp_path / "labels.json"
     bad.write_text(json.dumps({"labels": [{"simulation": "A", "violation": True}]}), encoding="utf-8")
