@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("tau2")
 
@@ -551,3 +553,78 @@ def test_hybrid_sends_what_the_gate_lets_on_to_the_verifier(shop: tuple[Checklis
         ["note.confirmed"],
     )
     assert report.summary()["extra_blocked"] == 2  # the note and wipe_db
+
+
+# -- properties over random runs ------------------------------------------------------
+
+_STEP = st.one_of(
+    st.tuples(st.just("user"), st.sampled_from(["u1", "u2"])),
+    st.tuples(st.just("order"), st.sampled_from(["O1", "O2"]), st.sampled_from(["u1", "u2"])),
+    st.tuples(st.just("refund"), st.sampled_from(["O1", "O2"]), st.integers(min_value=1, max_value=300)),
+    st.tuples(st.just("note"), st.sampled_from(["O1", "O2"])),
+    st.tuples(st.just("other"), st.sampled_from(["wipe_db", "Refund", "functions.refund"])),
+)
+
+
+def _random_sim(n: int, task: str, reward: float | None, steps: list[tuple[Any, ...]]) -> Sim:
+    sim = Sim(f"S{n}", task, reward).user("hello")
+    for step in steps:
+        if step[0] == "user":
+            sim.calls(_user(step[1]))
+        elif step[0] == "order":
+            sim.calls(_order(step[1], step[2]))
+        elif step[0] == "refund":
+            sim.call("refund", {"order_id": step[1], "amount": step[2]})
+        elif step[0] == "note":
+            sim.call("note", {"order_id": step[1], "text": "n"})
+        else:
+            sim.call(step[1], {})
+    return sim
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    runs=st.lists(
+        st.tuples(st.sampled_from(["1", "2", "9"]), st.sampled_from([1.0, 0.0, None]), st.lists(_STEP, max_size=8)),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_random_runs_every_write_is_counted_once_and_the_gate_never_lets_an_unproven_refund_on(
+    shop: tuple[Checklist, Path], tmp_path: Path, runs: list[tuple[str, float | None, list[tuple[Any, ...]]]]
+) -> None:
+    checklist, _ = shop
+    sims = [_random_sim(n, task, reward, steps) for n, (task, reward, steps) in enumerate(runs)]
+    path = tmp_path / "random.json"
+    path.write_text(json.dumps(_results_json(sims, DOMAIN_TASKS)), encoding="utf-8")
+    report = _shop_replay(checklist).run([path])
+    summary = report.summary()
+    made = sum(1 for _, _, steps in runs for step in steps if step[0] in ("refund", "note", "other"))
+    assert (
+        summary["writes_total"]
+        == made
+        == sum(report.count(label) for label in ("gold", "contradicting_gold", "extra", "non_gold"))
+    )
+    assert summary["gold_blocked_hard"] <= summary["gold_blocked"] <= summary["gold_writes"]
+    blocked = [c for c in report.calls if c.blocked]
+    assert sum(summary["by_requirement"].values()) >= len(blocked)
+    for call in report.calls:
+        assert (call.block_kind is None) == (call.outcome == "allow")
+        if call.tool == "refund" and call.arguments["amount"] > 100:
+            assert call.blocked and call.block_kind == "hard"
+        if call.tool not in ("refund", "note"):
+            assert call.blocked and call.stage == "unknown_tool"
+    # a refund is allowed only when, before its message, the order was read and its owner is the authenticated user
+    for n, (_, _, steps) in enumerate(runs):
+        principal: str | None = None
+        owners: dict[str, str] = {}
+        refunds = iter(c for c in report.calls if c.simulation == f"S{n}" and c.tool == "refund")
+        for step in steps:
+            if step[0] == "user" and principal is None:
+                principal = step[1]
+            elif step[0] == "order":
+                owners[step[1]] = step[2]  # the latest read of an order is the one the gate trusts
+            elif step[0] == "refund":
+                call = next(refunds)
+                proven = principal is not None and owners.get(step[1]) == principal and step[2] <= 100
+                assert call.outcome == ("allow" if proven else "block"), (steps, call)
