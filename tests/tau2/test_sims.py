@@ -243,6 +243,28 @@ def test_a_user_action_in_the_gold_is_not_an_agent_gold_write(shop: tuple[Checkl
     assert call.label == "non_gold" and call.outcome == "allow"
 
 
+def test_a_second_change_in_one_message_is_blocked_as_the_guarded_agent_blocks_it(
+    shop: tuple[Checklist, Path], tmp_path: Path
+) -> None:
+    """Both calls are judged on the dialogue before the message; the second change would pass, but must wait."""
+    checklist, _ = shop
+    sim = Sim("M", "1", 1.0).user("x").calls(_user("u1")).calls(_order("O1", "u1"))
+    sim.calls(("refund", {"order_id": "O1", "amount": 50}, "ok"), ("note", {"order_id": "O1", "text": "n"}, "ok"))
+    sim.calls(("refund", {"order_id": "O1", "amount": 500}, "ok"), ("note", {"order_id": "O1", "text": "m"}, "ok"))
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_results_json([sim], DOMAIN_TASKS)), encoding="utf-8")
+    report = _shop_replay(checklist).run([path])
+    rows = [(c.tool, c.outcome, c.stage, c.block_kind, c.not_met) for c in report.calls]
+    assert rows == [
+        ("refund", "allow", "gate", None, []),
+        ("note", "block", "guard", "read_first", ["<one-change-at-a-time>"]),
+        ("refund", "block", "gate", "hard", ["refund.ceiling"]),
+        ("note", "block", "guard", "read_first", ["<one-change-at-a-time>"]),  # even after a blocked first change
+    ]
+    assert "Make one change at a time" in (report.calls[1].message or "")
+    assert report.summary()["by_requirement"] == {"<one-change-at-a-time>": 2, "refund.ceiling": 1}
+
+
 def test_the_human_view_separates_read_first_from_hard_and_warns_non_gold_is_not_a_violation(
     synthetic: SimsReport,
 ) -> None:

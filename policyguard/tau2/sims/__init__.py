@@ -10,7 +10,10 @@ exactly the dialogue before the assistant message that made it, with the tool
 results as recorded; nothing is re-executed and no environment is built. All
 calls of one assistant message are judged on the same dialogue, the way
 :class:`~policyguard.tau2.agent.GuardedAgent` judges them live (an earlier call
-of the same message has no result yet when the message is sent). A results file
+of the same message has no result yet when the message is sent), and a change
+that follows another change in the same message is blocked as GuardedAgent
+blocks it ("make one change at a time"; ``not_met`` holds
+``<one-change-at-a-time>``). A results file
 holds no system prompt; the guard does not need one (the policy comes with the
 checklist).
 
@@ -33,8 +36,9 @@ labelled ``violation`` or ``compliant`` instead.
 
 A blocked write is a *read-first* block when the gate blocked it only because
 something was not read (every NOT_MET requirement's evidence is a missing fact,
-a missing principal or a prerequisite read not made): the remediation names the
-read, so an agent could make it and retry. Any other block (a check that is
+a missing principal or a prerequisite read not made), or when it was a second
+change in one message (the agent must see the first change's result): the
+remediation says what to do, so an agent could follow it and retry. Any other block (a check that is
 false or cannot be evaluated, an unknown tool, a bad call, the verifier) is a
 *hard* refusal.
 """

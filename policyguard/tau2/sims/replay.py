@@ -11,6 +11,7 @@ from ...checklist import Checklist
 from ...decision import Decision
 from ...errors import ConfigError
 from ...messages import ToolCall
+from ..agent import one_change_at_a_time
 from ..domain import to_policyguard
 from ..guarding import CallChecker
 from ..labels import POLICY_CONTRADICTING_GOLD
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Action, Task
 
 _READ_EVIDENCE = ("missing fact", "missing principal", "prerequisite read not made")
+ONE_CHANGE = "<one-change-at-a-time>"  # GuardedAgent's block of a second change in one message
 
 
 # -- gold ------------------------------------------------------------------------
@@ -147,10 +149,17 @@ class SimsReplay:
                 continue
             history = to_policyguard(messages[:index])
             turn = message.turn_idx if message.turn_idx is not None else index
+            first_change: Any = None
             for call in writes:
                 decision = self.guard.check(
                     ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments)), history
                 )
+                kind = block_kind(decision)
+                not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
+                if decision.outcome == "allow" and first_change is not None:  # as GuardedAgent judges it live
+                    decision = one_change_at_a_time(first_change, call)
+                    kind, not_met = "read_first", [ONE_CHANGE]  # see the first change's result, send this alone
+                first_change = first_change or call
                 out.append(
                     SimCall(
                         file=file,
@@ -165,8 +174,8 @@ class SimsReplay:
                         label=self._label(file, sim.id, call, turn, task_id, actions, reward),
                         outcome=decision.outcome,
                         stage=decision.stage,
-                        block_kind=block_kind(decision),
-                        not_met=[r.id for r in decision.requirements if r.status == "NOT_MET"],
+                        block_kind=kind,
+                        not_met=not_met,
                         message=None if decision.outcome == "allow" else decision.message,
                     )
                 )
