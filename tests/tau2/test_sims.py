@@ -654,3 +654,21 @@ def test_random_runs_every_write_is_counted_once_and_the_gate_never_lets_an_unpr
                 call = next(refunds)
                 proven = principal is not None and owners.get(step[1]) == principal and step[2] <= 100
                 assert call.outcome == ("allow" if proven else "block"), (steps, call)
+
+
+def test_cli_labels_file_on_the_real_fixture(capsys: pytest.CaptureFixture[str]) -> None:
+    """Task 7's upgrade to business and task 33's free bags are judged compliant, task 7's cancel a violation."""
+    labels = HERE / "sonnet45_labels.json"
+    assert main(["bench", "sims", str(FIXTURE), "--domain", "airline", "--labels", str(labels), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    relabelled = sorted(
+        (c["task"], c["tool"], c["label"]) for c in out["calls"] if c["label"] in ("violation", "compliant")
+    )
+    assert relabelled == [
+        ("33", "update_reservation_baggages", "compliant"),
+        ("7", "cancel_reservation", "violation"),
+        ("7", "update_reservation_flights", "compliant"),
+    ]
+    assert out["non_gold_writes"] == 0  # both non_gold writes of the fixture now carry a true label
+    assert main(["bench", "sims", str(FIXTURE), "--domain", "airline", "--labels", str(HERE / "nope.json")]) == 2
+    assert "nope.json: cannot read the label file" in capsys.readouterr().err
