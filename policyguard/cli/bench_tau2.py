@@ -86,6 +86,10 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "--labels", default=None, help="PV/Mut labels JSON (default: benchmarks/tau2/<domain>_labels.json)"
     )
     report.add_argument("--no-plots", action="store_true")
+    report.add_argument(
+        "--sims", nargs="+", default=None, help="also replay these tau2 results files gate-only (the bench sims table)"
+    )
+    report.add_argument("--sims-checklist", default=None, help="checklist for --sims (default: the shipped one)")
     report.add_argument("--json", action="store_true", help="print the metrics as JSON")
     report.set_defaults(func=_report)
 
@@ -171,7 +175,14 @@ def _tau2(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from ..tau2.report import write_report
 
-    out = write_report(args.dirs, output=args.output, labels_path=args.labels, plots=not args.no_plots)
+    out = write_report(
+        args.dirs,
+        output=args.output,
+        labels_path=args.labels,
+        plots=not args.no_plots,
+        sims=args.sims,
+        sims_checklist=args.sims_checklist,
+    )
     if args.json:
         print(json.dumps(out.metrics, indent=2))
     else:

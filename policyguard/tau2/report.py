@@ -1,5 +1,7 @@
 """``policyguard bench report DIR...``: markdown tables and PNG plots of ``bench tau2`` runs.
 
+``--sims PATH...`` appends the ``bench sims`` table (gate only) for real runs.
+
 matplotlib (Agg backend) is imported only when plots are drawn.
 """
 
@@ -15,6 +17,7 @@ from .labels import CALL_TRUTH_RULE, LABEL_RULE, Label, default_labels_path, gol
 from .metrics import ConfigMetrics, compute_metrics
 from .results import SimResult
 from .runner import SPEC_FILE, RunSpec, load_results
+from .sims import markdown_table
 
 
 @dataclass
@@ -175,8 +178,33 @@ def plot(rows: list[tuple[RunSpec, ConfigMetrics]], folder: Path) -> list[Path]:
     return files
 
 
+def sims_section(domain: str, paths: list[str], checklist_path: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``bench sims`` (gate only) on ``paths``: its markdown table and its summary without the per-call list."""
+    from ..checklist import load_checklist
+    from ..resources import shipped_checklist
+    from .domain import DomainData
+    from .guarding import build_guard
+    from .sims import replay_results
+
+    path = checklist_path or shipped_checklist(domain)
+    checklist = load_checklist(path)
+    guard = build_guard("gate_only", checklist, DomainData.load(domain).policy_text)
+    assert guard is not None
+    report = replay_results(
+        paths, domain=domain, checklist=checklist, guard=guard, config="gate_only", checklist_name=str(path)
+    )
+    summary = {k: v for k, v in report.summary().items() if k != "calls"}
+    return markdown_table(report), {"files": paths, **summary}
+
+
 def write_report(
-    dirs: list[str], *, output: str | None = None, labels_path: str | None = None, plots: bool = True
+    dirs: list[str],
+    *,
+    output: str | None = None,
+    labels_path: str | None = None,
+    plots: bool = True,
+    sims: list[str] | None = None,
+    sims_checklist: str | None = None,
 ) -> ReportOutput:
     loaded = [_load_dir(Path(d)) for d in dirs]
     domains = {spec.domain for spec, _ in loaded}
@@ -185,11 +213,17 @@ def write_report(
     labels, gold, source = task_truth(next(iter(domains)), labels_path)
     rows = [(spec, compute_metrics(results, labels, gold)) for spec, results in loaded]
     markdown = render_markdown(rows, source)
+    sims_summary: dict[str, Any] | None = None
+    if sims:
+        table, sims_summary = sims_section(next(iter(domains)), sims, sims_checklist)
+        markdown = markdown + "\n" + table
     folder = Path(output or dirs[0])
     folder.mkdir(parents=True, exist_ok=True)
     files = [folder / "report.md", folder / "metrics.json"]
     (folder / "report.md").write_text(markdown + "\n", encoding="utf-8")
     metrics = {f"{spec.config}@{d}": m.model_dump(mode="json") for d, (spec, m) in zip(dirs, rows, strict=True)}
+    if sims_summary is not None:
+        metrics["bench_sims"] = sims_summary
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
     if plots:
         files += plot(rows, folder)

@@ -57,6 +57,11 @@ class SimResult(BaseModel):
     prerequisites_read: list[bool] = Field(
         default_factory=list, description="Per executed write: were the checklist's prerequisite reads made before it?"
     )
+    simulation: dict[str, Any] | None = Field(
+        default=None,
+        description="tau2's SimulationRun as JSON (the dialogue the orchestrator kept, raw model output dropped), "
+        "so 'bench sims' can replay the run through another checklist or configuration.",
+    )
 
     @property
     def key(self) -> str:

@@ -282,6 +282,7 @@ def _result(
         duration_s=round(duration, 3),
         confirmed_before=confirmed,
         prerequisites_read=prereqs,
+        simulation=simulation.model_dump(mode="json", exclude={"messages": {"__all__": {"raw_data"}}}),
     )
 
 

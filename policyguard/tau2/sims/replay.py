@@ -1,0 +1,239 @@
+"""The replay itself: each write of a real run decided by the guard on the dialogue before it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...checklist import Checklist
+from ...decision import Decision
+from ...errors import ConfigError
+from ...messages import ToolCall
+from ..agent import one_change_at_a_time
+from ..domain import to_policyguard
+from ..guarding import CallChecker
+from ..labels import POLICY_CONTRADICTING_GOLD
+from .load import RunSource, load_source
+from .model import BlockKind, CallLabel, Label, LabelFile, SimCall, SimsReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tau2.data_model.simulation import SimulationRun
+    from tau2.data_model.tasks import Action, Task
+
+_READ_EVIDENCE = ("missing fact", "missing principal", "prerequisite read not made")
+ONE_CHANGE = "<one-change-at-a-time>"  # GuardedAgent's block of a second change in one message
+
+
+# -- gold ------------------------------------------------------------------------
+
+
+def assistant_actions(task: Task) -> list[Action]:
+    criteria = task.evaluation_criteria
+    actions = (criteria.actions or []) if criteria is not None else []
+    return [a for a in actions if a.requestor == "assistant"]
+
+
+def is_gold(call: Any, actions: Sequence[Action]) -> bool:
+    """Does the tau2 tool call match one of the gold actions (tau2's own comparison)?"""
+    return any(action.compare_with_tool_call(call) for action in actions)
+
+
+def block_kind(decision: Decision) -> BlockKind | None:
+    """``read_first`` when the gate blocked only for missing reads, ``hard`` for any other block."""
+    if decision.outcome == "allow":
+        return None
+    not_met = [r for r in decision.requirements if r.status == "NOT_MET"]
+    if decision.stage == "gate" and not_met and all((r.evidence or "").startswith(_READ_EVIDENCE) for r in not_met):
+        return "read_first"
+    return "hard"
+
+
+# -- the replay ------------------------------------------------------------------
+
+
+def _reward(sim: SimulationRun) -> float | None:
+    info = sim.reward_info
+    return None if info is None else float(info.reward)
+
+
+_LabelKey = tuple[str | None, str, str]  # (file or None for any file, simulation id, "call_id X" / "turn N")
+
+
+def _label_index(labels: LabelFile | None) -> dict[_LabelKey, CallLabel]:
+    index: dict[_LabelKey, CallLabel] = {}
+    for n, entry in enumerate(labels.labels if labels is not None else []):
+        what = f"call_id {entry.call_id}" if entry.call_id is not None else f"turn {entry.turn}"
+        key = (entry.file, entry.simulation, what)
+        if key in index:
+            raise ConfigError(f"label file: labels.{n} labels simulation {entry.simulation!r} {what} a second time")
+        index[key] = entry
+    return index
+
+
+class SimsReplay:
+    """Replays results files through one guard."""
+
+    def __init__(
+        self,
+        domain: str,
+        checklist: Checklist,
+        guard: CallChecker,
+        *,
+        config: str,
+        tasks: Iterable[Task] = (),
+        checklist_name: str = "",
+        labels: LabelFile | None = None,
+    ) -> None:
+        self.domain = domain
+        self.checklist = checklist
+        self.guard = guard
+        self.config = config
+        self.checklist_name = checklist_name
+        self.gold: dict[str, list[Action]] = {str(t.id): assistant_actions(t) for t in tasks}
+        self.labels = labels
+        self._label_index = _label_index(labels)
+        self._used_labels: set[_LabelKey] = set()
+        self._no_gold: set[str] = set()
+
+    def run(self, paths: Sequence[str | Path], sources: Sequence[RunSource] | None = None) -> SimsReport:
+        """Replay every input (``sources`` when already loaded, in the order of ``paths``)."""
+        started = time.perf_counter()
+        loaded = list(sources) if sources is not None else [load_source(p, self.domain) for p in paths]
+        calls: list[SimCall] = []
+        sims = rewarded = skipped = 0
+        for source in loaded:
+            file_tasks = {str(t.id): assistant_actions(t) for t in source.tasks}
+            skipped += source.skipped
+            for sim in source.simulations:
+                sims += 1
+                reward = _reward(sim)
+                rewarded += reward == 1.0
+                calls += self.replay_simulation(source.name, sim, reward, file_tasks)
+        self._check_labels_used()
+        return SimsReport(
+            domain=self.domain,
+            config=self.config,
+            checklist=self.checklist_name,
+            files=[str(p) for p in paths],
+            simulations=sims,
+            rewarded=rewarded,
+            skipped=skipped,
+            tasks_without_gold=sorted(self._no_gold, key=task_order),
+            calls=calls,
+            runtime_s=round(time.perf_counter() - started, 3),
+        )
+
+    def _actions(self, task_id: str, file_tasks: dict[str, list[Action]]) -> list[Action]:
+        if task_id in self.gold:
+            return self.gold[task_id]
+        if task_id in file_tasks:  # a task the installed tau2 lacks: the results file's own copy
+            return file_tasks[task_id]
+        self._no_gold.add(task_id)
+        return []
+
+    def replay_simulation(
+        self, file: str, sim: SimulationRun, reward: float | None, file_tasks: dict[str, list[Action]] | None = None
+    ) -> list[SimCall]:
+        """The guard's decision on every write of one simulation."""
+        task_id = str(sim.task_id)
+        actions = self._actions(task_id, file_tasks or {})
+        out: list[SimCall] = []
+        messages = sim.messages
+        for index, message in enumerate(messages):
+            if getattr(message, "role", None) != "assistant":
+                continue
+            writes = [c for c in message.tool_calls or [] if self.checklist.is_mutating(c.name)]
+            if not writes:
+                continue
+            history = to_policyguard(messages[:index])
+            turn = message.turn_idx if message.turn_idx is not None else index
+            first_change: Any = None
+            for call in writes:
+                decision = self.guard.check(
+                    ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments)), history
+                )
+                kind = block_kind(decision)
+                not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
+                if decision.outcome == "allow" and first_change is not None:  # as GuardedAgent judges it live
+                    decision = one_change_at_a_time(first_change, call)
+                    kind, not_met = "read_first", [ONE_CHANGE]  # see the first change's result, send this alone
+                first_change = first_change or call
+                out.append(
+                    SimCall(
+                        file=file,
+                        simulation=sim.id,
+                        task=task_id,
+                        trial=sim.trial,
+                        reward=reward,
+                        turn=turn,
+                        call_id=call.id,
+                        tool=call.name,
+                        arguments=dict(call.arguments),
+                        label=self._label(file, sim.id, call, turn, task_id, actions, reward),
+                        outcome=decision.outcome,
+                        stage=decision.stage,
+                        block_kind=kind,
+                        not_met=not_met,
+                        message=None if decision.outcome == "allow" else decision.message,
+                    )
+                )
+        return out
+
+    def _label(
+        self, file: str, sim_id: str, call: Any, turn: int, task_id: str, actions: list[Action], reward: float | None
+    ) -> Label:
+        for what in (f"call_id {call.id}", f"turn {turn}"):
+            for key in ((file, sim_id, what), (None, sim_id, what)):
+                entry = self._label_index.get(key)
+                if entry is not None:
+                    self._used_labels.add(key)
+                    return "violation" if entry.violation else "compliant"
+        if is_gold(call, actions):
+            return "contradicting_gold" if self._contradicting(task_id) else "gold"
+        return "extra" if reward == 1.0 else "non_gold"
+
+    def _contradicting(self, task_id: str) -> bool:
+        return self.domain == "airline" and task_id in POLICY_CONTRADICTING_GOLD
+
+    def _check_labels_used(self) -> None:
+        unused = [key for key in self._label_index if key not in self._used_labels]
+        if unused:
+            file, sim, what = unused[0]
+            where = f" in {file}" if file is not None else ""
+            more = f" (+{len(unused) - 1} more)" if len(unused) > 1 else ""
+            raise ConfigError(f"label file: no write matches simulation {sim!r} {what}{where}{more}")
+
+
+def task_order(task_id: str) -> tuple[int, str]:
+    return (int(task_id), "") if task_id.isdigit() else (1 << 30, task_id)
+
+
+# -- one call to do it all ---------------------------------------------------------
+
+
+def replay_results(
+    paths: Sequence[str | Path],
+    *,
+    domain: str,
+    checklist: Checklist,
+    guard: CallChecker,
+    config: str,
+    checklist_name: str = "",
+    labels: LabelFile | None = None,
+) -> SimsReport:
+    """Load the domain's tasks from tau2 and replay ``paths`` (results files or bench tau2 folders)."""
+    from ..domain import DomainData
+
+    data = DomainData.load(domain)
+    replay = SimsReplay(
+        domain,
+        checklist,
+        guard,
+        config=config,
+        tasks=data.tasks,
+        checklist_name=checklist_name,
+        labels=labels,
+    )
+    return replay.run(paths)

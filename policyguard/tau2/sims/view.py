@@ -1,0 +1,124 @@
+"""``bench sims`` as a table a person can read, and as markdown for ``bench report``."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from ..labels import POLICY_CONTRADICTING_GOLD
+from .model import GOLD_RULE, LABELS, NON_GOLD_NOTE, Label, SimCall, SimsReport
+from .replay import task_order
+
+# -- the human view --------------------------------------------------------------
+
+
+def _args(arguments: dict[str, Any], limit: int = 100) -> str:
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _where(call: SimCall) -> str:
+    trial = "" if call.trial is None else f" trial {call.trial}"
+    return f"{call.file} task {call.task}{trial} turn {call.turn}"
+
+
+def label_rows(report: SimsReport) -> list[tuple[Label, int, int, str]]:
+    """(label, writes, blocked, note) for every label present (gold, extra and non_gold always)."""
+    rows = []
+    for label in LABELS:
+        writes = report.count(label)
+        if writes == 0 and label not in ("gold", "extra", "non_gold"):
+            continue
+        blocked = report.count(label, blocked=True)
+        note = ""
+        if label in ("gold", "contradicting_gold") and blocked:
+            note = f"{report.count(label, blocked=True, kind='read_first')} read-first, "
+            note += f"{report.count(label, blocked=True, kind='hard')} hard"
+        rows.append((label, writes, blocked, note))
+    return rows
+
+
+def render(report: SimsReport, command: str | None = None) -> str:
+    lines = [f"PolicyGuard on real agent runs - tau2 {report.domain}, config {report.config}"]
+    lines.append(f"checklist: {report.checklist}")
+    if command:
+        lines.append(f"command:   {command}")
+    lines.append(
+        f"{report.simulations} simulations ({report.rewarded} with reward 1) in {len(report.files)} file(s); "
+        f"every write decided on the recorded dialogue before it, nothing re-executed"
+    )
+    if report.skipped:
+        lines.append(f"skipped: {report.skipped} simulation(s) without a recorded dialogue (infrastructure errors)")
+    lines.append("")
+    width = max(len(label) for label in LABELS)
+    lines.append(f"  {'label':<{width}}  writes  blocked")
+    for label, writes, blocked, note in label_rows(report):
+        row = f"  {label:<{width}}  {writes:>6}  {blocked:>7}"
+        lines.append(f"{row}  ({note})" if note else row)
+    total_blocked = sum(1 for c in report.calls if c.blocked)
+    lines.append(f"  {'total':<{width}}  {len(report.calls):>6}  {total_blocked:>7}")
+    lines.append(f"  {GOLD_RULE}.")
+    lines.append(f"  {NON_GOLD_NOTE}.")
+    if report.tasks_without_gold:
+        lines.append(
+            f"  tasks with no gold actions found (all their writes are extra/non_gold): {report.tasks_without_gold}"
+        )
+    lines.append("")
+
+    by_req = report.by_requirement()
+    lines.append("Requirements that blocked (blocked writes in which each was NOT_MET, by label)")
+    if not by_req:
+        lines.append("  none")
+    for rid, n in by_req.items():
+        per = Counter(c.label for c in report.calls if c.blocked and rid in (c.not_met or [f"<{c.stage}>"]))
+        detail = ", ".join(f"{label} {per[label]}" for label in LABELS if per[label])
+        lines.append(f"  {rid}: {n}  ({detail})")
+    lines.append("")
+
+    for label, title in (("gold", "Blocked gold writes"), ("contradicting_gold", "Blocked contradicting gold")):
+        stopped = [c for c in report.calls if c.label == label and c.blocked]
+        if label == "contradicting_gold" and not stopped:
+            continue
+        head = "the guard's cost on these runs" if label == "gold" else "gold that contradicts the written policy"
+        lines.append(f"{title} ({head}): {len(stopped)}")
+        for kind, what in (
+            ("read_first", "read first - a remediation the agent could follow (make the read, retry)"),
+            ("hard", "hard refusals"),
+        ):
+            group = [c for c in stopped if c.block_kind == kind]
+            if not group:
+                continue
+            lines.append(f"  {what}: {len(group)}")
+            for call in group:
+                lines.append(f"    {_where(call)}: {call.tool}({_args(call.arguments)})")
+                lines.append(f"      not met: {', '.join(call.not_met) or call.stage}")
+                lines.append(f"      remediation: {(call.message or '').strip()[:400]}")
+        if label == "contradicting_gold":
+            for task in sorted({c.task for c in stopped}, key=task_order):
+                lines.append(f"  task {task}: {POLICY_CONTRADICTING_GOLD.get(task, '')}")
+        lines.append("")
+    lines.append(f"replay time: {report.runtime_s:.1f} s (guard decisions; loading the files not included)")
+    return "\n".join(lines)
+
+
+def markdown_table(report: SimsReport) -> str:
+    """The per-label table and the blocking requirements as markdown (for ``bench report``)."""
+    out = ["## Real agent runs replayed through the guard (bench sims)", ""]
+    out.append(
+        f"{report.simulations} simulations ({report.rewarded} with reward 1), config {report.config}, "
+        f"checklist {report.checklist}. {NON_GOLD_NOTE}."
+    )
+    out.append("")
+    out.append("| label | writes | blocked | note |")
+    out.append("|---|---|---|---|")
+    for label, writes, blocked, note in label_rows(report):
+        out.append(f"| {label} | {writes} | {blocked} | {note} |")
+    out.append("")
+    by_req = report.by_requirement()
+    if by_req:
+        out.append("| requirement (NOT_MET in blocked writes) | writes |")
+        out.append("|---|---|")
+        out += [f"| {rid} | {n} |" for rid, n in by_req.items()]
+        out.append("")
+    return "\n".join(out)
