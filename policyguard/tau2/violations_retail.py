@@ -74,6 +74,9 @@ POLICY_CONTRADICTING_GOLD: dict[str, str] = {
     "13": _PAYPAL_REFUND + "; its second return, to the card, complies",
     "64": "gold first exchanges an item of #W7464385, which is pending, not delivered: 'An order can only be "
     "exchanged if its status is 'delivered'' (tau2 rejects it too); its item modification complies",
+    "105": "gold pays the exchange of two tea kettles of #W4316152 (price difference 6.32 + 14.78 = 21.10) with "
+    "gift_card_7245904, balance 17.00: 'If the user provides a gift card, it must have enough balance to cover "
+    "the price difference' (tau2 rejects it too)",
 }
 # Gold writes the policy forbids although tau2 lists them (counted as false blocks, explained).
 GOLD_DISAGREEMENTS: dict[str, str] = {}
