@@ -499,3 +499,20 @@ def test_the_owners_gift_card_balance_must_be_read_again_after_a_write_that_spen
     total = sum(i["price"] for i in retail_raw["orders"][second]["items"])
     assert _status(fresh, "payment-gift-card-balance") == ("MET" if balance >= total else "NOT_MET")
     assert _status(fresh, "payment-in-profile") == "MET"
+
+
+def test_an_exchange_of_no_items_is_blocked_though_tau2_would_run_it(
+    gate: HardGate, retail_session: Any, retail_raw: dict[str, Any], retail_context: CheckContext
+) -> None:
+    """An empty exchange changes nothing but the status: it would use up the order's one exchange."""
+    order, item = _delivered_with_variants(retail_raw)
+    s = retail_session
+    _authenticate(s, order["user_id"])
+    s.run("get_order_details", order_id=order["order_id"])
+    s.run("get_product_details", product_id=item["product_id"])
+    card = _card(retail_raw, order["user_id"])
+    empty = {"order_id": order["order_id"], "item_ids": [], "new_item_ids": [], "payment_method_id": card}
+
+    decision = gate.check(s.pending("exchange_delivered_order_items", **empty), s.trajectory(), retail_context)
+    assert decision.outcome == "block" and _status(decision, "exchange-items-in-order") == "NOT_MET"
+    assert s.run("exchange_delivered_order_items", **empty)["status"] == "exchange requested"  # what it would do
