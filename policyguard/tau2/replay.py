@@ -1,16 +1,17 @@
 """The offline replay suite: gold writes must pass, injected violations must block.
 
-No model is needed. For every airline task the gold actions are replayed on a
-fresh tau2 environment (real tool results, in order). Before each gold write
-the harness behaves like a diligent agent: it authenticates the user and makes
-any read the checklist's facts need that the gold actions lack (listed per task
-in ``inserted_reads``), summarises the action and gets the user's "yes". Then
+No model is needed. For every task of the domain (airline or retail) the gold
+actions are replayed on a fresh tau2 environment (real tool results, in order).
+Before each gold write the harness behaves like a diligent agent: it
+authenticates the user and makes any read the checklist's facts need that the
+gold actions lack, plus the domain's own (:mod:`.replay_domains`; listed per
+task in ``inserted_reads``), summarises the action and gets the user's "yes". Then
 the write goes through the guard and must pass. With ``gate_only`` the
 procedural requirements (confirmation, asking for the reason, ...) stay
 UNVERIFIED and the guard allows them: "pass" for gate_only means "the formal
 layer found nothing wrong".
 
-Then every generated violation (:mod:`.violations`) is attempted after its
+Then every generated violation (:mod:`.violations`, :mod:`.violations_retail`) is attempted after its
 reads and a user "yes"; it must be blocked. Finally, for a sample of tasks (or
 all), tau2's own evaluator scores the gold dialogue plus an injected violation:
 blocked and removed it must keep reward 1; executed it must drop to 0.
