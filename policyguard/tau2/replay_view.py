@@ -61,7 +61,8 @@ def render(report: ReplayReport, command: str | None = None) -> str:
             lines.append(f"  task {task_id:>2}: {reason}")
         lines.append("")
 
-    lines.append("Injected violations (must block), built from real users and reservations in db.json")
+    records = "users, orders and products" if report.domain == "retail" else "users and reservations"
+    lines.append(f"Injected violations (must block), built from real {records} in db.json")
     width = max(len(c) for c in [*report.by_class, *report.not_expressible, "TOTAL"])
     lines.append(f"  {'class':<{width}}  cases  blocked  recall  blocked by (requirement NOT_MET: cases)")
     for cls, tally in report.by_class.items():
