@@ -134,7 +134,7 @@ class CheckProgram:
             raise CelEvalError(
                 f"no such key or field {key!r} in {self.source!r} (test optional fields with has(...))"
             ) from exc
-        except (TypeError, ValueError, RuntimeError, ArithmeticError) as exc:
+        except (TypeError, ValueError, RuntimeError, ArithmeticError, IndexError) as exc:
             raise CelEvalError(f"{self.source!r}: {exc}") from exc
 
     def holds(self, variables: Mapping[str, Any] | Activation) -> bool:

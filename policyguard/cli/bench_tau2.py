@@ -23,17 +23,17 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
     replay = bench_subparsers.add_parser(
         "replay",
-        help="offline replay suite on tau2 airline: gold writes must pass, injected violations must block",
+        help="offline replay suite on tau2 airline or retail: gold writes must pass, injected violations must block",
         description=(
-            "Replays every airline task's gold actions on a fresh tau2 environment and sends each gold write "
+            "Replays every task's gold actions on a fresh tau2 environment and sends each gold write "
             "through the guard (it must pass), then attempts generated policy violations built from the real "
             "database (each must be blocked), and scores gold + an injected violation with tau2's own evaluator. "
             "No model is needed for gate_only."
         ),
     )
-    replay.add_argument("--domain", default="airline", choices=["airline"])
+    replay.add_argument("--domain", default="airline", choices=["airline", "retail"])
     replay.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid", "args_only"])
-    replay.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped airline checklist)")
+    replay.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
     replay.add_argument("--verifier-model", default=None, help="verifier for --config hybrid, e.g. scripted:FILE.json")
     replay.add_argument(
         "--probe",

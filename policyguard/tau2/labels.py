@@ -113,5 +113,14 @@ def build_labels_file(domain: str, tasks: Iterable[Any], write_tools: Iterable[s
         call_ground_truth=CALL_TRUTH_RULE,
         write_tools=tools,
         labels=compute_labels(tasks, tools),
-        policy_contradicting_gold=POLICY_CONTRADICTING_GOLD if domain == "airline" else {},
+        policy_contradicting_gold=contradicting_gold(domain),
     )
+
+
+def contradicting_gold(domain: str) -> dict[str, str]:
+    """Task id -> why its gold contradicts the written policy, for ``domain``."""
+    if domain == "retail":
+        from .violations_retail import POLICY_CONTRADICTING_GOLD as RETAIL
+
+        return dict(RETAIL)
+    return dict(POLICY_CONTRADICTING_GOLD) if domain == "airline" else {}

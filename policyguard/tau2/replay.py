@@ -1,16 +1,17 @@
 """The offline replay suite: gold writes must pass, injected violations must block.
 
-No model is needed. For every airline task the gold actions are replayed on a
-fresh tau2 environment (real tool results, in order). Before each gold write
-the harness behaves like a diligent agent: it authenticates the user and makes
-any read the checklist's facts need that the gold actions lack (listed per task
-in ``inserted_reads``), summarises the action and gets the user's "yes". Then
+No model is needed. For every task of the domain (airline or retail) the gold
+actions are replayed on a fresh tau2 environment (real tool results, in order).
+Before each gold write the harness behaves like a diligent agent: it
+authenticates the user and makes any read the checklist's facts need that the
+gold actions lack, plus the domain's own (:mod:`.replay_domains`; listed per
+task in ``inserted_reads``), summarises the action and gets the user's "yes". Then
 the write goes through the guard and must pass. With ``gate_only`` the
 procedural requirements (confirmation, asking for the reason, ...) stay
 UNVERIFIED and the guard allows them: "pass" for gate_only means "the formal
 layer found nothing wrong".
 
-Then every generated violation (:mod:`.violations`) is attempted after its
+Then every generated violation (:mod:`.violations`, :mod:`.violations_retail`) is attempted after its
 reads and a user "yes"; it must be blocked. Finally, for a sample of tasks (or
 all), tau2's own evaluator scores the gold dialogue plus an injected violation:
 blocked and removed it must keep reward 1; executed it must drop to 0.
@@ -33,11 +34,11 @@ from ..checklist import Checklist
 from ..decision import Decision
 from ..errors import ConfigError
 from . import probes
-from .domain import DomainData, communicate_info, gold_actions, task_user_id
+from .domain import DomainData, communicate_info, gold_actions
 from .guarding import CallChecker
-from .labels import POLICY_CONTRADICTING_GOLD
+from .replay_domains import replay_domain
 from .transcript import Transcript, as_call, ensure_reads
-from .violations import CLASSES, NOT_EXPRESSIBLE, ViolationCase, generate
+from .violations import ViolationCase
 
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Task
@@ -148,8 +149,7 @@ class ReplaySuite:
         self, data: DomainData, checklist: Checklist, guard: CallChecker, *, config: str, probe: str | None = None
     ) -> None:
         probes.check_probe(probe)
-        if data.domain != "airline":
-            raise ConfigError("the replay suite covers the airline domain (its violations are airline policy)")
+        self.domain = replay_domain(data)
         self.data = data
         self.checklist = checklist
         self.guard = guard
@@ -169,12 +169,13 @@ class ReplaySuite:
         if transcript is None:  # a task that writes nothing may share the read-only pristine environment
             transcript = Transcript(self.data.fresh_env() if writes else self._pristine_env(), prefix=f"t{task.id}_")
         transcript.user(_opening(task))
-        user = task_user_id(task)
+        user = self.domain.user_id(task)
         calls: list[GoldCall] = []
         inserted: list[str] = []
         for name, arguments in actions:
             write = name in self.data.write_tools
             if write:
+                inserted += self.domain.prepare(transcript, name, arguments, user)
                 inserted += ensure_reads(
                     transcript, self.checklist, name, arguments, user, lambda tool: self._context(task, tool)
                 )
@@ -211,7 +212,7 @@ class ReplaySuite:
         named = [rid for rid in re.findall(r"\b[A-Z0-9]{6}\b", text) if rid in reservations]
         if not named:
             flights = set(re.findall(r"\bHAT\d{3}\b", text))
-            user = self.data.raw_db.get("users", {}).get(task_user_id(task) or "", {})
+            user = self.data.raw_db.get("users", {}).get(self.domain.user_id(task) or "", {})
             named = [
                 rid
                 for rid in user.get("reservations", [])
@@ -228,11 +229,12 @@ class ReplaySuite:
 
     def attempt(self, case: ViolationCase, transcript: Transcript | None = None) -> Decision:
         """Attempt ``case``'s call after its reads (on ``transcript`` or a read-only shared env)."""
-        if transcript is None:
-            transcript = Transcript(self._pristine_env(), prefix="v")
+        if transcript is None:  # a case whose reads include a setup write gets its own environment
+            setup = any(tool in self.data.write_tools for tool, _ in case.reads)
+            transcript = Transcript(self.data.fresh_env() if setup else self._pristine_env(), prefix="v")
         transcript.user(case.request)
         for tool, arguments in case.reads:
-            transcript.call(tool, arguments)
+            transcript.call(tool, arguments, write=tool in self.data.write_tools)
         if not case.skip_reads:
             ensure_reads(transcript, self.checklist, case.tool, case.arguments, case.user_id)
         claim = probes.user_claim(self.probe)
@@ -266,7 +268,8 @@ class ReplaySuite:
 
     def attempt_all(self, cases: list[ViolationCase]) -> tuple[dict[str, ClassTally], list[Miss]]:
         """Attempt every case under the current probe: per-class tallies and the misses."""
-        by_class: dict[str, ClassTally] = {cls: ClassTally() for cls in CLASSES if cls not in NOT_EXPRESSIBLE}
+        classes = self.domain.classes
+        by_class: dict[str, ClassTally] = {c: ClassTally() for c in classes if c not in self.domain.not_expressible}
         misses: list[Miss] = []
         for case in cases:
             decision = self.attempt(case)
@@ -309,11 +312,11 @@ class ReplaySuite:
             if reads:
                 inserted[task.id] = reads
             for call in calls:
-                (contradicting if task.id in POLICY_CONTRADICTING_GOLD else gold_calls).append(call)
+                (contradicting if task.id in self.domain.contradicting_gold else gold_calls).append(call)
                 for rid in call.unverified:
                     unverified[rid] = unverified.get(rid, 0) + 1
 
-        cases = generate(self.data.raw_db, self.data.policy_text, per_class=per_class)
+        cases = self.domain.generate(self.data.raw_db, self.data.policy_text, per_class=per_class)
         by_class, misses = self.attempt_all(cases)
         probe_results: dict[str, dict[str, ClassTally]] = {}
         for probe in extra_probes:
@@ -340,7 +343,7 @@ class ReplaySuite:
             gold_false_blocks=len(gold_calls) - passed,
             gold_blocked_calls=[c for c in gold_calls if not c.passed],
             contradicting_gold=contradicting,
-            contradicting_reasons=dict(POLICY_CONTRADICTING_GOLD),
+            contradicting_reasons=dict(self.domain.contradicting_gold),
             inserted_reads=inserted,
             unverified_requirements=dict(sorted(unverified.items())),
             violations_total=sum(t.total for t in by_class.values()),
@@ -348,19 +351,23 @@ class ReplaySuite:
             by_class=by_class,
             misses=misses,
             probe_results=probe_results,
-            not_expressible=dict(NOT_EXPRESSIBLE),
+            not_expressible=dict(self.domain.not_expressible),
             evaluator_checks=checks,
             runtime_s=round(time.perf_counter() - started, 3),
         )
 
     def _violation_for(self, task: Task) -> ViolationCase:
-        """A non-refundable cancellation of the task user's own reservation the gold leaves alone."""
-        touched = {str(args.get("reservation_id")) for _, args in gold_actions(task)}
-        user = task_user_id(task)
+        """A violation tau2 executes (airline: a non-refundable cancellation) on a record the gold leaves alone."""
+        touched = {str(v) for _, args in gold_actions(task) for v in args.values() if isinstance(v, str)}
+        user = self.domain.user_id(task)
         if self._cancellations is None:
-            self._cancellations = generate(
-                self.data.raw_db, self.data.policy_text, per_class=10_000, classes=["cancel_nonrefundable"]
-            )
+            self._cancellations = [
+                case
+                for cls in self.domain.evaluator_classes
+                for case in self.domain.generate(
+                    self.data.raw_db, self.data.policy_text, per_class=10_000, classes=[cls]
+                )
+            ]
         candidates = [c for c in self._cancellations if not (c.resources & touched)]
         own = [c for c in candidates if c.user_id == user]
         return (own or candidates)[0]

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .labels import GOLD_DISAGREEMENTS
 from .probes import PROBES
 from .replay import ReplayReport
-from .violations import CLASSES
+from .replay_domains import disagreements
 
 
 def _args(arguments: dict[str, Any], limit: int = 90) -> str:
@@ -37,8 +36,8 @@ def render(report: ReplayReport, command: str | None = None) -> str:
     for call in report.gold_blocked_calls:
         lines.append(f"  FALSE BLOCK task {call.task_id}: {call.tool}({_args(call.arguments)})")
         lines.append(f"    {call.stage}: {(call.message or '').strip()[:320]}")
-        if call.task_id in GOLD_DISAGREEMENTS:
-            lines.append(f"    note: {GOLD_DISAGREEMENTS[call.task_id]}")
+        if call.task_id in disagreements(report.domain):
+            lines.append(f"    note: {disagreements(report.domain)[call.task_id]}")
     if report.config == "gate_only" and report.unverified_requirements:
         ids = ", ".join(report.unverified_requirements)
         lines.append(f"  gate_only: procedural requirements left UNVERIFIED (count as pass here): {ids}")
@@ -62,8 +61,9 @@ def render(report: ReplayReport, command: str | None = None) -> str:
             lines.append(f"  task {task_id:>2}: {reason}")
         lines.append("")
 
-    lines.append("Injected violations (must block), built from real users and reservations in db.json")
-    width = max(len(c) for c in CLASSES)
+    records = "users, orders and products" if report.domain == "retail" else "users and reservations"
+    lines.append(f"Injected violations (must block), built from real {records} in db.json")
+    width = max(len(c) for c in [*report.by_class, *report.not_expressible, "TOTAL"])
     lines.append(f"  {'class':<{width}}  cases  blocked  recall  blocked by (requirement NOT_MET: cases)")
     for cls, tally in report.by_class.items():
         ranked = sorted(tally.blocked_by.items(), key=lambda kv: -kv[1])

@@ -43,6 +43,8 @@ EXPECTED_BLOCKS = {
         ("13", "return_delivered_order_items"): {"return-refund-destination"},
         # Exchange on a pending order; tau2's API rejects it too.
         ("64", "exchange_delivered_order_items"): {"exchange-delivered-only"},
+        # A gift card of 17.00 for a price difference of 21.10; tau2's API rejects it too.
+        ("105", "exchange_delivered_order_items"): {"exchange-gift-card-covers-difference"},
     },
 }
 
@@ -86,13 +88,20 @@ def _replay(domain: str, domain_dir: Path, raw: dict[str, Any], checklist: Check
             messages.append(Message(role="tool", tool_call_id=call.id, content=content, is_error=error))
 
         first = next(a["arguments"] for a in actions if checklist.is_mutating(a["name"]))
-        run("get_user_details", {"user_id": first.get("user_id") or raw[records][first[key]]["user_id"]})
+        user_id = first.get("user_id") or raw[records][first[key]]["user_id"]
+        if domain == "retail":  # the retail policy authenticates by locating the user id (email or name + zip)
+            run("find_user_id_by_email", {"email": raw["users"][user_id]["email"]})
+        run("get_user_details", {"user_id": user_id})
         for action in actions:
             name, arguments = action["name"], action["arguments"]
             if checklist.is_mutating(name):
                 if key in arguments:
                     run(reader, {key: arguments[key]})
                     run("get_user_details", {"user_id": getattr(toolkit.db, records)[arguments[key]].user_id})
+                if domain == "retail" and key in arguments and "new_item_ids" in arguments:
+                    order = toolkit.db.orders[arguments[key]]  # the products of the items to change
+                    for pid in dict.fromkeys(i.product_id for i in order.items if i.item_id in arguments["item_ids"]):
+                        run("get_product_details", {"product_id": pid})
                 call = ToolCall(id=f"c{len(messages)}", name=name, arguments=arguments)
                 decision = gate.check(call, Trajectory(messages=list(messages)), context)
                 writes += 1
