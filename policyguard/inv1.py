@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,17 +53,7 @@ ViolationKind = Literal[
     "extra_effect",
     "duplicate_effect",
 ]
-VIOLATION_KINDS: tuple[ViolationKind, ...] = (
-    "denied",
-    "no_allow",
-    "args_changed",
-    "revoked",
-    "expired",
-    "replay",
-    "effect_without_execute",
-    "extra_effect",
-    "duplicate_effect",
-)
+VIOLATION_KINDS: tuple[ViolationKind, ...] = get_args(ViolationKind)
 
 
 class TraceFormatError(PolicyGuardError):
