@@ -227,12 +227,21 @@ class ReplaySuite:
         return self._shared_env
 
     def attempt(self, case: ViolationCase, transcript: Transcript | None = None) -> Decision:
-        """Attempt ``case``'s call after its reads (on ``transcript`` or a read-only shared env)."""
+        """Attempt ``case``'s call after its reads and setup writes (on ``transcript`` or a shared env).
+
+        A case with ``setup`` writes (an airline violation set up by an earlier
+        write, e.g. a second cancellation) runs on a private environment; the
+        others share one read-only environment.
+        """
         if transcript is None:
-            transcript = Transcript(self._pristine_env(), prefix="v")
+            env = self.data.fresh_env() if case.setup else self._pristine_env()
+            transcript = Transcript(env, prefix="v")
         transcript.user(case.request)
         for tool, arguments in case.reads:
             transcript.call(tool, arguments)
+        for tool, arguments in case.setup:
+            _confirm(transcript, tool, arguments)
+            transcript.call(tool, arguments, write=True)
         if not case.skip_reads:
             ensure_reads(transcript, self.checklist, case.tool, case.arguments, case.user_id)
         claim = probes.user_claim(self.probe)
