@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from .canonical import canonical_json, policy_version, sha256_hex
 from .errors import ChecklistError
@@ -98,25 +98,98 @@ class ToolSpec(_Model):
 
 
 class FactSource(_Model):
-    """Where a named fact comes from: the result of a read tool.
+    """Where a named fact comes from: the results of a read tool.
 
     ``match`` maps the read tool's argument to a CEL expression over the pending
-    call's ``args`` (and facts resolved before this one). The newest successful
-    result of ``tool`` whose arguments match is the fact.
+    call's ``args``, the ``principal`` and facts resolved before this one; those
+    values are the fact's *keys*. ``collect`` says what the fact is:
+
+    * ``newest`` (default): the record the newest matching read (or
+      ``refreshed_by`` write) returned, bound to its keys (``bind``), unless a
+      later write changed it (``refreshed_by`` with an unreadable result,
+      ``invalidated_by``). Ordering is by CALL order, never by where a result
+      was appended. Missing when there is none; the gate then blocks saying why.
+    * ``all``: the list of every successful result of ``tool``/``also`` whose
+      arguments match, in call order (never missing; may be empty).
+    * ``calls``: the list of every earlier call of ``tool``/``also`` whose
+      arguments match, in call order, as ``{args, result, error}``.
     """
 
     tool: str
     match: dict[str, str] = Field(default_factory=dict)
+    collect: Literal["newest", "all", "calls"] = Field(
+        default="newest",
+        description=(
+            "What the fact is. 'newest': the record returned by the newest call (in CALL order) of `tool`, "
+            "`also` or a `refreshed_by` write whose arguments equal the keys, bound to the keys (see `bind`), "
+            "and not changed since by an `invalidated_by` write; missing otherwise, with the reason (no read "
+            "yet, read failed, result not JSON, result over a size/depth limit, record for another key, "
+            "changed by a later write). 'all': a list of the parsed JSON of every successful (non-error, "
+            "readable JSON within the limits) result of `tool` or `also` whose call arguments match `match` "
+            "(which may be {}), in call order; never missing, an empty list is a value (existence checks, "
+            "e.g. a flight appeared in some search result). 'calls': a list with one entry per earlier call "
+            "of `tool` or `also` whose arguments match, in call order, each {\"args\": {...}, \"result\": "
+            "parsed JSON or null, \"error\": bool}; every call counts, including one with no result yet or an "
+            "unreadable result, and only an explicit error result has error: true (e.g. at most one "
+            "certificate per conversation: facts.sent.filter(c, !c.error).size() == 0). The integrator's "
+            "StateResolver is asked only for 'newest' facts."
+        ),
+    )
+    also: list[str] = Field(
+        default_factory=list,
+        description="More tools read the same way as `tool` (e.g. search_onestop_flight beside search_direct_flight).",
+    )
+    bind: dict[str, str] | None = Field(
+        default=None,
+        description=(
+            "Record binding for a 'newest' fact: a result is the fact only if the record it returns is the one "
+            "asked for. Default (null): for every `match` argument NAME the result must be a JSON object whose "
+            "field NAME equals the key (get_reservation_details -> reservation_id, get_user_details -> user_id, "
+            "get_order_details -> order_id). {argument: dotted.field.path} names the record field per argument; "
+            "{} turns binding off. A result that lacks the field or holds another value is not the fact "
+            "('the get_reservation_details result is for another record')."
+        ),
+    )
     refreshed_by: list[str] = Field(
         default_factory=list,
         description=(
             "Write tools whose successful result is the updated record, called with the same key "
-            "arguments (e.g. update_reservation_flights returns the reservation). The newest result of "
-            "the read tool or of these writes is the fact, so a write the agent made is not judged on "
-            "the state before it."
+            "arguments (e.g. update_reservation_flights returns the reservation). The newest call (in call "
+            "order) of the read tool or of these writes decides: a write the agent made is not judged on "
+            "the state before it, and a write whose result cannot be read as the bound record (error, plain "
+            "text, no result yet, another record) makes the fact missing until it is read again (fail closed)."
+        ),
+    )
+    invalidated_by: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Write tools that change the record without returning it (e.g. book_reservation spends a "
+            "certificate in the user's profile). A call of one of them made after the fact's newest read, "
+            "whose arguments agree with the fact's keys on every key name they share (or share none), makes "
+            "the fact missing: it must be read again."
         ),
     )
     description: str | None = None
+
+    @model_validator(mode="after")
+    def _newest_only_options(self) -> FactSource:
+        if self.collect != "newest":
+            used = [
+                name
+                for name, value in (
+                    ("bind", self.bind),
+                    ("refreshed_by", self.refreshed_by),
+                    ("invalidated_by", self.invalidated_by),
+                )
+                if value
+            ]
+            if used:
+                raise ValueError(f"{', '.join(used)} only apply to collect: newest, not collect: {self.collect}")
+        if self.bind is not None:
+            unknown = sorted(set(self.bind) - set(self.match))
+            if unknown:
+                raise ValueError(f"bind names argument(s) {unknown} that match does not compute")
+        return self
 
 
 class PrincipalSource(_Model):

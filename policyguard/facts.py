@@ -1,27 +1,59 @@
 """Trusted facts and the principal: what a check may believe, and why.
 
-A check reads ``facts.X``; the checklist says fact X is the result of read
-tool ``source.tool`` called with arguments computed by ``source.match`` (CEL
-over the pending call's ``args``, the trusted ``principal`` and facts resolved
-before X). A fact comes from exactly two places:
+A check reads ``facts.X``; the checklist's :class:`~policyguard.checklist.FactSource`
+says fact X comes from read tool ``source.tool`` (and ``source.also``) called
+with the *keys*: arguments computed by ``source.match`` (CEL over the pending
+call's ``args``, the trusted ``principal`` and facts resolved before X). Only
+calls made before the pending call count, and they are ORDERED BY CALL (the
+assistant message and the call's position in it), never by where a result was
+appended: a re-read called before a write is not newer than the write even if
+its result arrives after it.
+
+``collect: newest`` (the default) - the fact is a record:
 
 1. the integrator's :class:`StateResolver`, which re-reads state at execution
    time - fresher than anything in the dialogue, so it wins;
-2. otherwise the NEWEST successful result of ``source.tool`` in the trajectory
-   whose call arguments equal the keys, parsed as JSON.
+2. otherwise the record returned by the newest call (whose arguments equal the
+   keys) of the read tool or of a ``refreshed_by`` write:
+
+   * the result must be non-error, strict JSON within :mod:`policyguard.limits`
+     (size, depth, finite numbers) and BOUND to the keys: by default, for each
+     match argument NAME the record's field NAME equals the key (``bind``
+     renames the field or, as ``{}``, turns binding off). A read of T1QOBS
+     that returned NO6JO3's record is not the reservation T1QOBS;
+   * a failed or unreadable READ changes nothing, so an older good read stands;
+     a ``refreshed_by`` WRITE whose result cannot be read as the bound record
+     (error, plain text, no result yet, another record) may have changed it, so
+     the fact is missing until it is read again (fail closed);
+   * an ``invalidated_by`` call made after that record was read, whose
+     arguments agree with the keys on every key name they share (or share
+     none), makes the fact missing (``book_reservation`` spends a certificate in
+     the user's profile without returning it).
+
+``collect: all`` - the list of every successful readable result of
+``tool``/``also`` whose arguments match the keys, in call order (never missing).
+``collect: calls`` - one ``{"args", "result", "error"}`` entry per earlier call
+of ``tool``/``also`` whose arguments match, answered or not (never missing).
 
 Never from user or assistant text: a user who says "my order total is 999" has
-stated nothing the gate believes. An error result, a non-JSON result, or a
-result for another key is not the fact. A fact that cannot be found is
-*missing*, with a remediation saying which read to make; the gate blocks on it.
+stated nothing the gate believes. A fact that cannot be found is *missing*, with
+a reason that says why (no read yet, read failed, result not JSON, over a limit,
+record for another key, changed by a later write) and which read to make; the
+gate blocks on it, so an agent is not left re-making a read it already made.
 
 The principal (the authenticated user) is the integrator's
 ``CheckContext.principal`` when given; else the checklist's
-:class:`~policyguard.checklist.PrincipalSource` - a field of the first
-successful lookup result (tau2: the agent authenticates the user by calling
-``get_user_details``). That is a tool result answering the agent's own call, so
-it is trusted; a user typing "I am user X" is not. The FIRST lookup counts so a
-later lookup of someone else cannot switch whose account is acted on.
+:class:`~policyguard.checklist.PrincipalSource` - the non-empty string ``field``
+of the first (in call order) successful, readable lookup result; a lookup called
+with an argument named ``field`` counts only if the record's ``field`` equals it.
+That is a tool result answering the agent's own call, so it is trusted; a user
+typing "I am user X" is not. The FIRST lookup counts so a later lookup of someone
+else cannot switch whose account is acted on. An ABSENT principal equals nothing:
+a fact matched on it, or a check that reads it, is missing ("authenticate the
+user first") and the gate blocks.
+
+A trajectory in which two calls share an id, or one call has two results, is
+refused (:class:`~policyguard.messages.DuplicateCallId`), never paired by position.
 """
 
 from __future__ import annotations
@@ -34,7 +66,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .cel import CelError, CheckProgram, compile_check
 from .checklist import Checklist, FactSource
-from .messages import HasToolResults, ToolCall, ToolResult
+from .messages import CallSite, HasToolResults, ToolCall, ToolResult
 
 
 @runtime_checkable
@@ -63,6 +95,7 @@ class FactsResult:
     resolver_reads: int = 0
     keys: dict[str, dict[str, Any]] = field(default_factory=dict)
     reads: dict[str, str] = field(default_factory=dict)
+    never_read: set[str] = field(default_factory=set)
 
 
 def format_read(tool: str, keys: dict[str, Any]) -> str:
@@ -120,16 +153,37 @@ def resolve_facts(
 ) -> FactsResult:
     """Resolve the ``needed`` facts (and the facts they depend on) from trusted sources only."""
     out = FactsResult()
+    sites = calls_before(trajectory, call)
     for name in sorted(needed):
-        _resolve_one(name, checklist, call, trajectory, resolver, principal, out, in_progress=set())
+        _resolve_one(name, checklist, call, sites, resolver, principal, out, in_progress=set())
     return out
+
+
+def calls_before(trajectory: HasToolResults, call: ToolCall) -> list[CallSite]:
+    """The trajectory's calls made before ``call`` (all of them when ``call`` is not in it yet)."""
+    sites = trajectory.call_sites()
+    for position, site in enumerate(sites):
+        if site.call.id == call.id:
+            return sites[:position]
+    return sites
+
+
+def principal_missing(checklist: Checklist) -> str:
+    """Why a check that reads an absent principal cannot be judged, and what to do."""
+    source = checklist.principal
+    if source is None:
+        return "authenticate the user first: no user is authenticated and the checklist names no lookup"
+    return (
+        f"authenticate the user first: call {source.tool}({source.field}=...) for the user's own account "
+        "and get a successful result"
+    )
 
 
 def _resolve_one(
     name: str,
     checklist: Checklist,
     call: ToolCall,
-    trajectory: HasToolResults,
+    sites: list[CallSite],
     resolver: StateResolver | None,
     principal: str | None,
     out: FactsResult,
@@ -151,14 +205,19 @@ def _resolve_one(
         out.missing[name] = f"the checklist's match for fact {name!r} is invalid: {exc}"
         return
     for dep in sorted(deps):
-        _resolve_one(dep, checklist, call, trajectory, resolver, principal, out, in_progress)
+        _resolve_one(dep, checklist, call, sites, resolver, principal, out, in_progress)
     absent = sorted(dep for dep in deps if dep in out.missing)
     if absent:
         out.missing[name] = f"{out.missing[absent[0]]} (the {name} is found through the {absent[0]})"
         if absent[0] in out.reads:
             out.reads[name] = out.reads[absent[0]]
+        if absent[0] in out.never_read:
+            out.never_read.add(name)
         return
 
+    if principal is None and any("principal" in _compiled(e).variables() for e in source.match.values()):
+        out.missing[name] = principal_missing(checklist)
+        return
     variables = {"args": call.arguments, "facts": {d: out.values[d] for d in deps}, "principal": principal}
     keys: dict[str, Any] = {}
     for argument, expression in source.match.items():
@@ -168,6 +227,13 @@ def _resolve_one(
             out.missing[name] = f"cannot tell which {source.tool} result is the {name}: {exc}"
             return
     out.keys[name] = keys
+
+    if source.collect == "calls":
+        out.values[name] = _collect_calls(source, keys, sites)
+        return
+    if source.collect == "all":
+        out.values[name] = _collect_all(source, keys, sites)
+        return
 
     if resolver is not None:
         out.resolver_reads += 1
@@ -180,34 +246,174 @@ def _resolve_one(
             out.values[name] = value
             return
 
-    value = None
-    newest = -1
-    for tool in (source.tool, *source.refreshed_by):
-        for result in successful_results(trajectory, tool, keys):
-            parsed = result.json()
-            if parsed is not None and result.index > newest:
-                value, newest = parsed, result.index  # the newest read or write result wins
-    if value is None:
+    found = _newest(name, source, keys, sites)
+    if isinstance(found, Missing):
         read = format_read(source.tool, keys)
         out.reads[name] = read
-        out.missing[name] = f"call {read} first"
+        out.missing[name] = found.reason.replace("{read}", read)
+        if found.never_read:
+            out.never_read.add(name)
         return
-    out.values[name] = value
+    out.values[name] = found
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Why a newest fact is missing; ``reason`` may name ``{read}``, the read to make."""
+
+    reason: str
+    never_read: bool = False
+
+
+def _args_match(call: ToolCall, keys: dict[str, Any]) -> bool:
+    arguments = call.arguments
+    return all(name in arguments and _same(arguments[name], value) for name, value in keys.items())
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality that keeps types apart where Python would not (True != 1, "1" != 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+def _field(record: Any, path: str) -> tuple[bool, Any]:
+    value = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def bound_record(source: FactSource, keys: dict[str, Any], value: Any) -> bool:
+    """True when ``value`` is the record the keys ask for (see ``FactSource.bind``)."""
+    binding = source.bind if source.bind is not None else {name: name for name in keys}
+    for argument, path in binding.items():
+        if argument not in keys:
+            continue  # validated at load; a key match did not compute cannot be checked
+        present, field_value = _field(value, path)
+        if not present or not _same(field_value, keys[argument]):
+            return False
+    return True
+
+
+def _readable(source: FactSource, keys: dict[str, Any], site: CallSite) -> tuple[Any, str | None]:
+    """(record, None) when the call's result is the fact's record, else (None, why not)."""
+    tool, result = site.call.name, site.result
+    if result is None:
+        return None, f"the {tool} call has no result yet"
+    if result.is_error:
+        return None, f"the {tool} call failed ({_clip(result.content)})"
+    value, problem = result.json_problem()
+    if problem is not None:
+        return None, f"the {tool} result is {problem}"
+    if not bound_record(source, keys, value):
+        return None, f"the {tool} result is for another record"
+    return value, None
+
+
+def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[CallSite]) -> Any:
+    reads = {source.tool, *source.also}
+    writes = set(source.refreshed_by) - reads
+    value: Any = None
+    found_at: tuple[int, int] | None = None
+    why: str | None = None
+    for site in reversed(sites):  # newest call first
+        tool = site.call.name
+        if tool not in reads and tool not in writes:
+            continue
+        if not _args_match(site.call, keys):
+            continue
+        record, problem = _readable(source, keys, site)
+        if problem is None:
+            value, found_at = record, site.order
+            break
+        if tool in writes:
+            return Missing(
+                f"{tool} changed the {name} after it was read and its result cannot be read as the {name} "
+                f"({problem}): call {{read}} again"
+            )
+        if why is None:
+            why = problem
+    if found_at is None:
+        if why is None:
+            return Missing("call {read} first", never_read=True)
+        return Missing(f"{why}: call {{read}} (a successful read of this record) first")
+    invalid = set(source.invalidated_by)
+    for site in sites:
+        if site.order > found_at and site.call.name in invalid and _agrees(site.call.arguments, keys):
+            return Missing(f"{site.call.name} changed the {name} after it was read: call {{read}} again")
+    return value
+
+
+def _agrees(arguments: dict[str, Any], keys: dict[str, Any]) -> bool:
+    return all(_same(arguments[k], v) for k, v in keys.items() if k in arguments)
+
+
+def _collect_all(source: FactSource, keys: dict[str, Any], sites: list[CallSite]) -> list[Any]:
+    tools = {source.tool, *source.also}
+    values: list[Any] = []
+    for site in sites:
+        result = site.result
+        if site.call.name not in tools or result is None or result.is_error or not _args_match(site.call, keys):
+            continue
+        value, problem = result.json_problem()
+        if problem is None:
+            values.append(value)
+    return values
+
+
+def _collect_calls(source: FactSource, keys: dict[str, Any], sites: list[CallSite]) -> list[dict[str, Any]]:
+    tools = {source.tool, *source.also}
+    entries: list[dict[str, Any]] = []
+    for site in sites:
+        if site.call.name not in tools or not _args_match(site.call, keys):
+            continue
+        result = site.result
+        parsed = None
+        if result is not None and not result.is_error:
+            parsed = result.json_problem()[0]
+        entries.append(
+            {"args": dict(site.call.arguments), "result": parsed, "error": result is not None and result.is_error}
+        )
+    return entries
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split()[:40])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_principal: str | None) -> str | None:
-    """The authenticated user: the integrator's value, else the checklist's PrincipalSource, else None."""
+    """The authenticated user: the integrator's value, else the checklist's PrincipalSource, else None.
+
+    The principal is the ``field`` of the FIRST (in call order) successful,
+    readable lookup result - when the lookup was called with an argument named
+    ``field``, only a record whose ``field`` equals it counts (a lookup of X
+    that returned Y's profile authenticates nobody). Errors, text and records
+    without a non-empty string ``field`` are skipped; none -> None, and a check
+    that reads ``principal`` then blocks as a missing fact.
+    """
     if context_principal is not None:
         return context_principal
     source = checklist.principal
     if source is None:
         return None
-    for result in successful_results(trajectory, source.tool):
-        parsed = result.json()
-        if not isinstance(parsed, dict):
+    for site in trajectory.call_sites():
+        result = site.result
+        if site.call.name != source.tool or result is None or result.is_error:
+            continue
+        parsed, problem = result.json_problem()
+        if problem is not None or not isinstance(parsed, dict):
             continue
         value = parsed.get(source.field)
-        return value if isinstance(value, str) and value else None
+        if not isinstance(value, str) or not value:
+            continue
+        asked = site.call.arguments.get(source.field, value)
+        if asked != value:
+            continue
+        return value
     return None
 
 

@@ -32,11 +32,12 @@ from .facts import (
     StateResolver,
     fact_closure,
     format_read,
+    principal_missing,
     resolve_facts,
     resolve_principal,
     successful_results,
 )
-from .messages import HasToolResults, ToolCall, ToolResultsView, Trajectory
+from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
 from .stages import CheckContext
 
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
@@ -131,7 +132,15 @@ class HardGate:
             return Decision.allow(stage="read_only", **base)
 
         requirements = checklist.requirements_for(call.name)
-        view = ToolResultsView(trajectory)  # scanned several times below: list it once
+        try:
+            view = ToolResultsView(trajectory)  # scanned several times below: list it once
+        except DuplicateCallId as exc:
+            return Decision.block(
+                stage="gate",
+                message=f"This action is blocked: {exc}. Give every tool call its own id and answer each once.",
+                error=str(exc),
+                **base,
+            )
         principal = resolve_principal(checklist, view, context.principal)
         needed: set[str] = set()
         for req in requirements:
@@ -163,7 +172,7 @@ class HardGate:
                 )
                 continue
             program = self._programs[req.id]
-            blocked = self._missing_reads(req, program, call, view, facts)
+            blocked = self._missing_reads(req, program, call, view, facts, principal)
             if blocked is not None:
                 evidence, message = blocked
                 results.append(RequirementResult(id=req.id, status="NOT_MET", evidence=evidence, judged_by="gate"))
@@ -213,13 +222,22 @@ class HardGate:
         return Decision.escalate(stage="gate", **fields)
 
     def _missing_reads(
-        self, req: Requirement, program: CheckProgram, call: ToolCall, trajectory: HasToolResults, facts: FactsResult
+        self,
+        req: Requirement,
+        program: CheckProgram,
+        call: ToolCall,
+        trajectory: HasToolResults,
+        facts: FactsResult,
+        principal: str | None,
     ) -> tuple[str, str] | None:
-        """(evidence, remediation) when a fact or prerequisite read is missing, else None."""
+        """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
+        if principal is None and "principal" in program.variables():
+            reason = principal_missing(self._checklist)
+            return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
         for fact in sorted(program.fact_names()):
             if fact in facts.missing:
                 read = facts.reads.get(fact)
-                if read is not None:
+                if read is not None and fact in facts.never_read:
                     message = f"Read the {fact} first: call {read} before {call.name}."
                 else:
                     message = f"The {fact} needed to check this action is not available: {facts.missing[fact]}."

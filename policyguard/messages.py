@@ -6,13 +6,14 @@ OpenAI Responses and Anthropic Messages; the guard only sees these types.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .canonical import args_sha256
+from .limits import LimitError, loads_json
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -50,8 +51,22 @@ class Message(BaseModel):
     is_error: bool = False
 
 
+class DuplicateCallId(ValueError):
+    """Two calls share one id, or one call has two results: the pairing is ambiguous, so refuse it."""
+
+    def __init__(self, call_id: str, what: str) -> None:
+        super().__init__(f"tool call id {call_id!r} {what}: calls and results cannot be paired by id")
+        self.call_id = call_id
+
+
 class ToolResult(BaseModel):
-    """A read the environment answered: the call and its result text."""
+    """A read the environment answered: the call and its result text.
+
+    ``index`` is where the result message sits; ``order`` is where the CALL was
+    made (assistant message index, position in it). Facts are ordered by
+    ``order``: a result appended late is not newer than a call made after its
+    own call.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -59,13 +74,32 @@ class ToolResult(BaseModel):
     content: str
     is_error: bool = False
     index: int
+    order: tuple[int, int] = (-1, 0)
 
     def json(self) -> Any:  # type: ignore[override]
-        """The result parsed as JSON, or ``None`` when it is not JSON."""
+        """The result parsed as strict JSON within :mod:`policyguard.limits`, or ``None``."""
         try:
-            return json.loads(self.content)
-        except (TypeError, ValueError):
+            return loads_json(self.content)
+        except (TypeError, ValueError, RecursionError):
             return None
+
+    def json_problem(self) -> tuple[Any, str | None]:
+        """``(value, None)`` for a readable result, else ``(None, why it is not JSON data)``."""
+        try:
+            return loads_json(self.content), None
+        except LimitError as exc:
+            return None, f"over a limit ({exc})"
+        except (TypeError, ValueError, RecursionError):
+            return None, "not JSON"
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One call the agent made, where it made it, and its result (None while unanswered)."""
+
+    call: ToolCall
+    order: tuple[int, int]
+    result: ToolResult | None
 
 
 class Trajectory(BaseModel):
@@ -75,23 +109,55 @@ class Trajectory(BaseModel):
 
     messages: list[Message] = Field(default_factory=list)
 
+    def call_sites(self) -> list[CallSite]:
+        """Every assistant call in call order, each with its result if one answers it.
+
+        Raises :class:`DuplicateCallId` when two calls share an id (in one
+        message or across messages) or a call has two results: pairing by
+        position would let one record's result stand for another call.
+        A tool message that answers no earlier call is ignored (not trusted).
+        """
+        sites: dict[str, CallSite] = {}
+        for index, message in enumerate(self.messages):
+            if message.role == "assistant":
+                for position, call in enumerate(message.tool_calls):
+                    if call.id in sites:
+                        raise DuplicateCallId(call.id, "is used by two calls")
+                    sites[call.id] = CallSite(call=call, order=(index, position), result=None)
+            elif message.role == "tool" and message.tool_call_id in sites:
+                site = sites[message.tool_call_id]
+                if site.result is not None:
+                    raise DuplicateCallId(site.call.id, "has two results")
+                # the parts were validated when the messages were built
+                result = ToolResult.model_construct(
+                    call=site.call,
+                    content=message.content or "",
+                    is_error=message.is_error,
+                    index=index,
+                    order=site.order,
+                )
+                sites[site.call.id] = CallSite(call=site.call, order=site.order, result=result)
+        return list(sites.values())
+
     def tool_results(self) -> Iterator[ToolResult]:
-        """Each tool result paired with the assistant call it answers, in order.
+        """Each answered call's result, in call order (raises :class:`DuplicateCallId`).
 
         Only results whose ``tool_call_id`` matches an earlier assistant call
         count: a tool message that answers no call is not a trusted fact.
         """
-        pending: dict[str, ToolCall] = {}
-        for index, message in enumerate(self.messages):
-            if message.role == "assistant":
-                for call in message.tool_calls:
-                    pending[call.id] = call
-            elif message.role == "tool" and message.tool_call_id in pending:
-                call = pending.pop(message.tool_call_id)
-                # the parts were validated when the messages were built
-                yield ToolResult.model_construct(
-                    call=call, content=message.content or "", is_error=message.is_error, index=index
-                )
+        return iter([site.result for site in self.call_sites() if site.result is not None])
+
+    def call_ids(self) -> set[str]:
+        """The ids of every assistant call so far (to refuse a new call reusing one)."""
+        return {call.id for message in self.messages for call in message.tool_calls}
+
+    def duplicate_call_id(self) -> DuplicateCallId | None:
+        """The duplicate-id problem of this trajectory, or None when calls and results pair cleanly."""
+        try:
+            self.call_sites()
+        except DuplicateCallId as exc:
+            return exc
+        return None
 
     def without_call(self, call_id: str) -> Trajectory:
         """A copy with the call removed from its assistant message (and any result for it)."""
@@ -112,16 +178,25 @@ class Trajectory(BaseModel):
 
 
 class HasToolResults(Protocol):
-    """Anything that lists trusted tool results: a Trajectory or a ToolResultsView."""
+    """Anything that lists trusted calls and results: a Trajectory or a ToolResultsView."""
 
     def tool_results(self) -> Iterator[ToolResult]: ...
 
+    def call_sites(self) -> list[CallSite]: ...
+
 
 class ToolResultsView:
-    """A trajectory's tool results computed once, for code that scans them many times per call."""
+    """A trajectory's calls and results computed once, for code that scans them many times per call.
+
+    Raises :class:`DuplicateCallId` (at construction) on an ambiguous trajectory.
+    """
 
     def __init__(self, trajectory: HasToolResults) -> None:
-        self._results = list(trajectory.tool_results())
+        self._sites = list(trajectory.call_sites())
+        self._results = [site.result for site in self._sites if site.result is not None]
 
     def tool_results(self) -> Iterator[ToolResult]:
         return iter(self._results)
+
+    def call_sites(self) -> list[CallSite]:
+        return self._sites

@@ -214,5 +214,11 @@ facts:
         ]
     )
     call = ToolCall(id="c1", name="update_order", arguments={"order_id": "O1", "status": "again"})
+    facts = resolve_facts(checklist, call, Trajectory(messages=trajectory.messages[:4]), {"order"})
+    assert facts.values["order"]["status"] == "modified"  # the write's own result is the newest state of O1
+    # a later write to O1 that FAILED may have changed it anyway: fail closed until O1 is read again
+    # (this test used to pin the older write's result as still in force); O2's write does not matter
     facts = resolve_facts(checklist, call, trajectory, {"order"})
-    assert facts.values["order"]["status"] == "modified"  # the newest successful result for O1
+    assert "order" not in facts.values
+    assert facts.missing["order"].startswith("update_order changed the order after it was read")
+    assert "call get_order(order_id=\"O1\") again" in facts.missing["order"]

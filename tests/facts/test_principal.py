@@ -1,0 +1,101 @@
+"""An absent principal equals nothing: checks that need the authenticated user block without one."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from policyguard.checklist import Checklist, load_checklist
+from policyguard.facts import resolve_principal
+from policyguard.gate import HardGate
+from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.resources import shipped_checklist
+from policyguard.stages import CheckContext
+
+NOW = datetime(2024, 5, 15, 20, 0, tzinfo=timezone.utc)
+ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
+
+
+@pytest.fixture(scope="module")
+def retail() -> Checklist:
+    return load_checklist(shipped_checklist("retail"))
+
+
+def lookup(result: Any, *, user_id: str = "noah_brown_6181", is_error: bool = False) -> Trajectory:
+    call = ToolCall(id="r1", name="get_user_details", arguments={"user_id": user_id})
+    content = result if isinstance(result, str) else json.dumps(result)
+    return Trajectory(
+        messages=[
+            Message(role="user", content="Please change my address."),
+            Message(role="assistant", tool_calls=[call]),
+            Message(role="tool", tool_call_id="r1", content=content, is_error=is_error),
+        ]
+    )
+
+
+def modify_address(user_id: str | None) -> ToolCall:
+    return ToolCall(id="p1", name="modify_user_address", arguments={"user_id": user_id, **ADDRESS})
+
+
+@pytest.mark.parametrize(
+    ("result", "is_error"),
+    [
+        ("Error: User not found", True),
+        ({"name": {"first_name": "Noah"}}, False),
+        ({"user_id": None}, False),
+        ({"user_id": ""}, False),
+        ("noah_brown_6181", False),
+        ({"user_id": "james_li_5688"}, False),
+    ],
+)
+def test_a_lookup_that_authenticates_nobody_lets_no_null_user_through(
+    retail: Checklist, result: Any, is_error: bool
+) -> None:
+    """``modify_user_address(user_id=null)`` after a lookup that gave no principal: null == null must not pass."""
+    trajectory = lookup(result, is_error=is_error)
+    assert resolve_principal(retail, trajectory, None) is None
+    context = CheckContext(checklist=retail, policy_text="", now=NOW)
+    decision = HardGate(retail).check(modify_address(None), trajectory, context)
+    assert decision.outcome == "block"
+    statuses = {r.id: r.status for r in decision.requirements}
+    assert statuses["address-own-account"] == "NOT_MET"
+
+
+def test_without_a_principal_the_block_says_to_authenticate_first(retail: Checklist) -> None:
+    trajectory = lookup({"name": {"first_name": "Noah"}})
+    context = CheckContext(checklist=retail, policy_text="", now=NOW)
+    decision = HardGate(retail).check(modify_address(None), trajectory, context)
+    assert "authenticate the user first: call get_user_details(user_id=...)" in (decision.message or "")
+
+
+def test_a_lookup_of_the_user_authenticates_them(retail: Checklist) -> None:
+    trajectory = lookup({"user_id": "noah_brown_6181", "name": {"first_name": "Noah"}})
+    assert resolve_principal(retail, trajectory, None) == "noah_brown_6181"
+    context = CheckContext(checklist=retail, policy_text="", now=NOW)
+    decision = HardGate(retail).check(modify_address("noah_brown_6181"), trajectory, context)
+    assert decision.outcome == "escalate"
+
+
+def test_a_fact_matched_on_an_absent_principal_is_missing_with_the_reason() -> None:
+    from policyguard.canonical import policy_version
+    from policyguard.checklist import parse_checklist
+    from policyguard.facts import resolve_facts
+
+    checklist = parse_checklist(
+        f'policy: {{name: p, version: "{policy_version("p")}"}}\n'
+        "principal: {tool: get_user_details, field: user_id}\n"
+        "facts:\n  me:\n    tool: get_user_details\n    match: {user_id: principal}\n"
+    )
+    trajectory = Trajectory(
+        messages=[
+            Message(role="assistant", tool_calls=[ToolCall(id="r1", name="get_user_details", arguments={})]),
+            Message(role="tool", tool_call_id="r1", content='{"user_id": null, "points": 900}'),
+        ]
+    )
+    call = ToolCall(id="p", name="redeem", arguments={})
+    facts = resolve_facts(checklist, call, trajectory, {"me"}, principal=None)
+    assert facts.values == {}
+    assert facts.missing["me"].startswith("authenticate the user first")
