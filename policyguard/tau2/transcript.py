@@ -115,6 +115,8 @@ def ensure_reads(
         facts = resolve_facts(checklist, pending, trajectory, needed, principal=principal)
         todo: list[tuple[str, dict[str, Any]]] = []
         for name, keys in facts.keys.items():
+            if checklist.facts[name].collect != "newest":
+                continue  # a list of every read is never missing and names no record to re-read
             source_tool = checklist.facts[name].tool
             if name in facts.missing:
                 if keys or context is None:
