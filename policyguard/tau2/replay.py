@@ -177,10 +177,10 @@ class ReplaySuite:
         for name, arguments in actions:
             write = name in self.data.write_tools
             if write:
-                inserted += self._airline_reads(transcript, task, name, arguments)
                 inserted += ensure_reads(
                     transcript, self.checklist, name, arguments, user, lambda tool: self._context(task, tool)
                 )
+                inserted += self._airline_reads(transcript, task, name, arguments)
                 _confirm(transcript, name, arguments)
             pending = transcript.new_call(name, arguments)
             if write:
