@@ -111,6 +111,7 @@ INTENDED = {
     "certificate_for_update": {"bags-payment-covers"},
     "gift_card_over_balance": {"book-payment-balance"},
     "repeat_certificate": {"certificate-once"},
+    "move_flown_flight": {"flights-flown-kept"},
 }
 
 

@@ -138,6 +138,10 @@ def test_each_case_violates_the_rule_its_class_names(data: DomainData, cases: li
         elif case.cls == "change_trip_type":
             assert res["flight_type"] == "round_trip"
             assert db["flights"][args["flights"][-1]["flight_number"]]["destination"] == res["destination"]
+        elif case.cls == "move_flown_flight":
+            kept = {(f["flight_number"], f["date"]) for f in args["flights"]}
+            flown = [f for f, s in zip(res["flights"], statuses, strict=True) if s in ("landed", "flying")]
+            assert flown and any((f["flight_number"], f["date"]) not in kept for f in flown)
         elif case.cls in ("cancel_cancelled", "modify_cancelled"):
             assert case.setup == (("cancel_reservation", {"reservation_id": rid}),)
         elif case.cls == "fractional_bags":
