@@ -215,23 +215,36 @@ class ReplaySuite:
         made: list[str] = []
         trajectory = transcript.trajectory()
         if tool in ("update_reservation_flights", "book_reservation"):
-            known: set[str] = set()  # where the checks can learn a flight's route: searches, the reservation itself
+            # What the checks can learn: a flight's route from a search or the reservation itself, a flight's
+            # price on a date (bookings) from a search on that date. Known as (number, date); date None = any.
+            known: set[tuple[str, str | None]] = set()
             target = arguments.get("reservation_id") if tool == "update_reservation_flights" else None
             for result in trajectory.tool_results():
-                searched = result.call.name in ("search_direct_flight", "search_onestop_flight")
-                held = target is not None and result.call.arguments.get("reservation_id") == target
-                if not result.is_error and (searched or held):
-                    known |= _flight_numbers(result.json())
+                if result.is_error:
+                    continue
+                if result.call.name == "search_direct_flight":
+                    known |= {(n, result.call.arguments.get("date")) for n in _flight_numbers(result.json())}
+                elif result.call.name == "search_onestop_flight":
+                    known |= _dated_flights(result.json())
+                elif target is not None and result.call.arguments.get("reservation_id") == target:
+                    known |= {(n, None) for n in _flight_numbers(result.json())}
             flights = self.data.raw_db.get("flights", {})
             for leg in arguments.get("flights") or []:
                 number = leg.get("flight_number") if isinstance(leg, dict) else None
-                if not isinstance(number, str) or number in known or number not in flights:
+                if not isinstance(number, str) or number not in flights:
+                    continue
+                date = leg.get("date")
+                if (
+                    (number, None) in known
+                    or (number, date) in known
+                    or (tool == "update_reservation_flights" and any(n == number for n, _ in known))
+                ):
                     continue
                 keys = {"origin": flights[number]["origin"], "destination": flights[number]["destination"],
                         "date": leg.get("date")}  # fmt: skip
                 transcript.call("search_direct_flight", keys)
                 made.append(f"search_direct_flight({json.dumps(keys, sort_keys=True)})")
-                known.add(number)
+                known.add((number, date))
         elif tool == "send_certificate":
             user = arguments.get("user_id")
             read = any(
@@ -445,6 +458,17 @@ def _flight_numbers(value: Any) -> set[str]:
         return found.union(*(_flight_numbers(v) for v in value.values()))
     if isinstance(value, list):
         return set().union(*(_flight_numbers(v) for v in value))
+    return set()
+
+
+def _dated_flights(value: Any) -> set[tuple[str, str | None]]:
+    """(flight_number, date) of every flight in a one-stop search result (its legs carry their date)."""
+    if isinstance(value, dict):
+        number, date = value.get("flight_number"), value.get("date")
+        here = {(number, date if isinstance(date, str) else None)} if isinstance(number, str) else set()
+        return here.union(*(_dated_flights(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_dated_flights(v) for v in value))
     return set()
 
 

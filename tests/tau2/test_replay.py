@@ -112,6 +112,7 @@ INTENDED = {
     "gift_card_over_balance": {"book-payment-balance"},
     "repeat_certificate": {"certificate-once"},
     "move_flown_flight": {"flights-flown-kept"},
+    "underpaid_booking": {"book-payment-total"},
 }
 
 

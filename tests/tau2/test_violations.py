@@ -155,6 +155,10 @@ def test_each_case_violates_the_rule_its_class_names(data: DomainData, cases: li
         elif case.cls == "gift_card_over_balance":
             (payment,) = args["payment_methods"]
             assert user["payment_methods"][payment["payment_id"]]["amount"] < payment["amount"]
+        elif case.cls == "underpaid_booking":
+            (flight,) = args["flights"]
+            price = db["flights"][flight["flight_number"]]["dates"][flight["date"]]["prices"]["economy"]
+            assert sum(p["amount"] for p in args["payment_methods"]) < price
         elif case.cls == "compensate_other_reservation":
             assert args["amount"] > 100 * len(res["passengers"])  # more than the complained-about one allows
             assert case.reads[-1][0] == "get_reservation_details" and case.reads[-1][1]["reservation_id"] != rid
