@@ -530,3 +530,33 @@ def test_a_certificate_amount_must_be_a_positive_whole_multiple(
 
     assert decision.outcome == "block"
     assert _status(decision, "certificate-amount") == "NOT_MET"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_reading_another_reservation_never_raises_a_certificate_above_what_the_complaint_allows(
+    data: st.DataObject, airline_raw: dict[str, Any], airline_checklist: Checklist, airline_context: CheckContext
+) -> None:
+    """Whatever else is read, an allowed amount fits EVERY reservation already read (the complained-about one too)."""
+    users = sorted(uid for uid, u in airline_raw["users"].items() if len(u["reservations"]) >= 2)
+    uid = data.draw(st.sampled_from(users))
+    user = airline_raw["users"][uid]
+    mine = sorted(r for r in user["reservations"] if r in airline_raw["reservations"])
+    read = data.draw(st.lists(st.sampled_from(mine), min_size=1, max_size=4))
+    extra = data.draw(st.sampled_from(mine))
+    gate = HardGate(airline_checklist)
+
+    def allowed(rids: list[str], amount: int) -> bool:
+        reads = [("get_user_details", {"user_id": uid}, user)] + [
+            ("get_reservation_details", {"reservation_id": r}, airline_raw["reservations"][r]) for r in rids
+        ]
+        call = ToolCall(id="w", name="send_certificate", arguments={"user_id": uid, "amount": amount})
+        return gate.check(call, _bare(reads), airline_context).outcome != "block"
+
+    for amount in (50, 100, 150, 200, 250, 300, 400, 500):
+        if allowed([*read, extra], amount):
+            for rid in read:
+                res = airline_raw["reservations"][rid]
+                assert amount <= 100 * len(res["passengers"]), (uid, read, extra, amount)
+                if user["membership"] == "regular":
+                    assert res["insurance"] == "yes" or res["cabin"] == "business", (uid, read, extra, amount)
