@@ -1,9 +1,11 @@
 """Injected policy violations for tau2 airline, built from the real database.
 
 Every case is one mutating call the airline policy forbids, with the reads a
-diligent agent would have made first, so the call is wrong on the policy and
-not merely premature (except the ``write_before_reading`` class, which is about
-exactly that). Ids, users, reservations, flights and payment methods all come
+diligent agent would have made first (a flight search for a new flight
+included), so the call is wrong on the policy and not merely premature (except
+the ``write_before_reading`` class, which is about exactly that). A few cases
+need an earlier write to set them up (a second cancellation, a second
+certificate): ``setup`` lists it and the replay runs it unchecked first. Ids, users, reservations, flights and payment methods all come
 from ``db.json``; nothing is invented. Cases are chosen deterministically
 (sorted ids, at most ``per_class`` per class), so two runs check the same calls.
 
