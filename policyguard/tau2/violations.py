@@ -5,8 +5,9 @@ diligent agent would have made first (a flight search for a new flight
 included), so the call is wrong on the policy and not merely premature (except
 the ``write_before_reading`` class, which is about exactly that). A few cases
 need an earlier write to set them up (a second cancellation, a second
-certificate): ``setup`` lists it and the replay runs it unchecked first. Ids, users, reservations, flights and payment methods all come
-from ``db.json``; nothing is invented. Cases are chosen deterministically
+certificate): ``setup`` lists it and the replay runs it unchecked first. Ids,
+users, reservations, flights and payment methods all come from ``db.json``;
+nothing is invented. Cases are chosen deterministically
 (sorted ids, at most ``per_class`` per class), so two runs check the same calls.
 
 One class is listed but has no cases: ``add_insurance_after_booking``. No
