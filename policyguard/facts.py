@@ -66,6 +66,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .cel import CelError, CheckProgram, compile_check
 from .checklist import Checklist, FactSource
+from .limits import call_problem, value_problem
 from .messages import CallSite, HasToolResults, ToolCall, ToolResult
 
 
@@ -160,10 +161,15 @@ def resolve_facts(
 
 
 def calls_before(trajectory: HasToolResults, call: ToolCall) -> list[CallSite]:
-    """The trajectory's calls made before ``call`` (all of them when ``call`` is not in it yet)."""
+    """The trajectory's calls made before ``call`` (all of them when ``call`` is not in it yet).
+
+    Only the pending call itself (same id, tool and arguments) cuts the history;
+    an earlier different call that reused its id does not hide what came after it
+    (the gate refuses such a trajectory).
+    """
     sites = trajectory.call_sites()
     for position, site in enumerate(sites):
-        if site.call.id == call.id:
+        if site.call.id == call.id and site.call.name == call.name and site.call.arguments == call.arguments:
             return sites[:position]
     return sites
 
@@ -229,7 +235,11 @@ def _resolve_one(
     out.keys[name] = keys
 
     if source.collect == "calls":
-        out.values[name] = _collect_calls(source, keys, sites)
+        entries = _collect_calls(source, keys, sites)
+        if isinstance(entries, str):
+            out.missing[name] = entries
+            return
+        out.values[name] = entries
         return
     if source.collect == "all":
         out.values[name] = _collect_all(source, keys, sites)
@@ -243,6 +253,10 @@ def _resolve_one(
             out.missing[name] = f"re-reading the {name} failed ({type(exc).__name__}: {exc})"
             return
         if value is not None:
+            problem = value_problem(value)
+            if problem is not None:
+                out.missing[name] = f"the re-read {name} is over a limit ({problem})"
+                return
             out.values[name] = value
             return
 
@@ -334,6 +348,8 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
                 f"{tool} changed the {name} after it was read and its result cannot be read as the {name} "
                 f"({problem}): call {{read}} again"
             )
+        if not keys:  # an unkeyed fact is whatever the newest read returned: an older read is another record
+            return Missing(f"the newest {tool} read cannot be used ({problem}): call {{read}} successfully")
         if why is None:
             why = problem
     if found_at is None:
@@ -364,12 +380,16 @@ def _collect_all(source: FactSource, keys: dict[str, Any], sites: list[CallSite]
     return values
 
 
-def _collect_calls(source: FactSource, keys: dict[str, Any], sites: list[CallSite]) -> list[dict[str, Any]]:
+def _collect_calls(source: FactSource, keys: dict[str, Any], sites: list[CallSite]) -> list[dict[str, Any]] | str:
+    """The call entries, or why they cannot be checked (an earlier call's arguments break a limit)."""
     tools = {source.tool, *source.also}
     entries: list[dict[str, Any]] = []
     for site in sites:
         if site.call.name not in tools or not _args_match(site.call, keys):
             continue
+        problem = call_problem(site.call.arguments)
+        if problem is not None:
+            return f"an earlier {site.call.name} call cannot be checked: its {problem}"
         result = site.result
         parsed = None
         if result is not None and not result.is_error:

@@ -4,8 +4,12 @@ For a mutating call the gate evaluates every requirement that has a ``check``
 (the tool's own and the general rules) against the call's ``args``, trusted
 ``facts`` (:mod:`policyguard.facts`), the ``principal`` and ``now``:
 
-* a needed fact is missing, or a data requirement's prerequisite read was never
-  made -> BLOCK telling the agent which read to make first;
+* the pending call's arguments break :mod:`policyguard.limits`, two calls share
+  an id, one call has two results, or an earlier different call used the pending
+  call's id -> BLOCK naming the problem (never paired by position);
+* a needed fact is missing, a check reads an absent ``principal``, or a data
+  requirement's prerequisite read was never made -> BLOCK saying why and which
+  read to make;
 * a check is false -> BLOCK naming the requirement (deny wins: one failing check
   blocks whatever the others say);
 * a check cannot be evaluated (missing key, type error, non-bool) -> BLOCK with
@@ -37,6 +41,7 @@ from .facts import (
     resolve_principal,
     successful_results,
 )
+from .limits import call_problem
 from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
 from .stages import CheckContext
 
@@ -119,6 +124,7 @@ class HardGate:
         self._checklist = checklist
         self._resolver = resolver
         self._programs = programs
+        self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
 
     @property
     def checklist(self) -> Checklist:
@@ -132,8 +138,19 @@ class HardGate:
             return Decision.allow(stage="read_only", **base)
 
         requirements = checklist.requirements_for(call.name)
+        problem = call_problem(call.arguments)  # the CEL engine converts args recursively: bound it first
+        if problem is not None:
+            return Decision.block(
+                stage="gate",
+                message=f"This call cannot be checked, so it is blocked: its {problem}. Send plain, small arguments.",
+                error=problem,
+                **base,
+            )
         try:
             view = ToolResultsView(trajectory)  # scanned several times below: list it once
+            for site in view.call_sites():
+                if site.call.id == call.id and (site.call.name, site.call.arguments) != (call.name, call.arguments):
+                    raise DuplicateCallId(call.id, "is used by an earlier, different call")
         except DuplicateCallId as exc:
             return Decision.block(
                 stage="gate",
@@ -231,7 +248,7 @@ class HardGate:
         principal: str | None,
     ) -> tuple[str, str] | None:
         """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
-        if principal is None and "principal" in program.variables():
+        if principal is None and req.id in self._reads_principal:
             reason = principal_missing(self._checklist)
             return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
         for fact in sorted(program.fact_names()):

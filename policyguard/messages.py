@@ -93,7 +93,7 @@ class ToolResult(BaseModel):
             return None, "not JSON"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallSite:
     """One call the agent made, where it made it, and its result (None while unanswered)."""
 
@@ -117,27 +117,23 @@ class Trajectory(BaseModel):
         position would let one record's result stand for another call.
         A tool message that answers no earlier call is ignored (not trusted).
         """
-        sites: dict[str, CallSite] = {}
+        calls: dict[str, tuple[ToolCall, tuple[int, int]]] = {}
+        answers: dict[str, ToolResult] = {}
         for index, message in enumerate(self.messages):
             if message.role == "assistant":
                 for position, call in enumerate(message.tool_calls):
-                    if call.id in sites:
+                    if call.id in calls:
                         raise DuplicateCallId(call.id, "is used by two calls")
-                    sites[call.id] = CallSite(call=call, order=(index, position), result=None)
-            elif message.role == "tool" and message.tool_call_id in sites:
-                site = sites[message.tool_call_id]
-                if site.result is not None:
-                    raise DuplicateCallId(site.call.id, "has two results")
+                    calls[call.id] = (call, (index, position))
+            elif message.role == "tool" and message.tool_call_id in calls:
+                call, order = calls[message.tool_call_id]
+                if call.id in answers:
+                    raise DuplicateCallId(call.id, "has two results")
                 # the parts were validated when the messages were built
-                result = ToolResult.model_construct(
-                    call=site.call,
-                    content=message.content or "",
-                    is_error=message.is_error,
-                    index=index,
-                    order=site.order,
+                answers[call.id] = ToolResult.model_construct(
+                    call=call, content=message.content or "", is_error=message.is_error, index=index, order=order
                 )
-                sites[site.call.id] = CallSite(call=site.call, order=site.order, result=result)
-        return list(sites.values())
+        return [CallSite(call, order, answers.get(call_id)) for call_id, (call, order) in calls.items()]
 
     def tool_results(self) -> Iterator[ToolResult]:
         """Each answered call's result, in call order (raises :class:`DuplicateCallId`).

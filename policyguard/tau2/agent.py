@@ -6,7 +6,11 @@ trajectory. The seam that respects this is the agent itself: when the guard
 blocks a call, :class:`GuardedAgent` keeps the attempt and the remediation (as
 an error tool message) in its *own* state, asks the model again, and returns to
 the orchestrator only a message whose calls were all accepted. The blocked
-attempt is recorded in :attr:`GuardedAgent.events` for the metrics. A ``halt``
+attempt is recorded in :attr:`GuardedAgent.events` for the metrics. Every call of
+one message is judged on the dialogue before that message, so a mutating call
+that follows another mutating call in the same message is blocked ("make one
+change at a time"): it would otherwise be judged on a state the first change
+already altered. A ``halt``
 is handled like a block (the orchestrator offers no clean way for an agent to
 end the run from inside a turn); after ``max_blocks_per_turn`` blocks in one
 turn the agent tells the user it cannot complete the action.
@@ -69,6 +73,21 @@ def _event(turn: int, call: Any, decision: Decision, mutating: bool, latency: fl
         verifier_cost_usd=usage.cost_usd if usage is not None else None,
         verifier_latency_s=usage.latency_s if usage is not None else 0.0,
         guard_latency_s=round(latency, 6),
+    )
+
+
+def one_change_at_a_time(first: Any, call: Any) -> Decision:
+    """Block a change that follows another change in the same message.
+
+    Every call of one message is judged on the dialogue before the message, so
+    a second change would be judged on a state the first one already altered
+    (bags 2->5 then 5->3 would both pass). Refusing it is the fail-closed answer;
+    the model makes the first change, reads its result, then asks again.
+    """
+    return Decision.block(
+        "guard",
+        f"Make one change at a time: wait for the result of {first.name} (call {first.id}) "
+        f"before calling {call.name}; the message was not executed, so send the first change alone.",
     )
 
 
@@ -136,14 +155,20 @@ def guarded_agent_class() -> type:
                 return {}
             history = to_policyguard(state.system_messages + state.messages)
             blocked: dict[str, str] = {}
+            first_change: Any = None
             for call in assistant.tool_calls:
                 pending = ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
+                mutating = bool(self.is_mutating(call.name))
                 started = time.perf_counter()
                 decision = self.guard.check(pending, history)
+                if decision.outcome == "allow" and mutating and first_change is not None:
+                    decision = one_change_at_a_time(first_change, call)
                 latency = time.perf_counter() - started
-                self.events.append(_event(self.turn, call, decision, bool(self.is_mutating(call.name)), latency))
+                self.events.append(_event(self.turn, call, decision, mutating, latency))
                 if decision.outcome != "allow":
                     blocked[call.id] = decision.message or "This action was blocked by the policy guard."
+                if mutating and first_change is None:
+                    first_change = call
             return blocked
 
         def set_seed(self, seed: int) -> None:

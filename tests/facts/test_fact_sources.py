@@ -432,3 +432,38 @@ def test_call_ids_lists_every_call_made() -> None:
     talk.call("c", {}, "done")
     assert talk.trajectory().call_ids() == {"c1", "c2", "c3"}
     assert talk.trajectory().duplicate_call_id() is None
+
+
+def test_the_gate_tells_the_agent_why_a_read_it_made_is_not_enough() -> None:
+    """Not "read the reservation first" after a read was made: the agent would loop re-making it."""
+    gate, context = _gate_and_context()
+    talk = Talk()
+    talk.call("get_reservation_details", {"reservation_id": "T1QOBS"}, "Error: database busy", is_error=True)
+    decision = gate.check(CANCEL, talk.trajectory(), context)
+    assert decision.outcome == "block"
+    assert decision.message == (
+        "The reservation needed to check this action is not available: the get_reservation_details call failed"
+        ' (Error: database busy): call get_reservation_details(reservation_id="T1QOBS")'
+        " (a successful read of this record) first."
+    )
+
+
+def test_a_pending_call_whose_id_an_earlier_different_call_used_is_refused() -> None:
+    """Otherwise the facts would be cut at the earlier call and the calls after it forgotten."""
+    gate, context = _gate_and_context()
+    talk = Talk()
+    talk.messages.append(
+        Message(role="assistant", tool_calls=[ToolCall(id=CANCEL.id, name="calculate", arguments={"e": "1"})])
+    )
+    talk.call("get_reservation_details", {"reservation_id": "T1QOBS"}, reservation(user_id="mia"))
+    decision = gate.check(CANCEL, talk.trajectory(), context)
+    assert decision.outcome == "block"
+    assert "tool call id 'pending' is used by an earlier, different call" in (decision.message or "")
+
+
+def test_the_pending_call_itself_in_the_trajectory_is_not_a_duplicate() -> None:
+    gate, context = _gate_and_context()
+    talk = Talk()
+    talk.call("get_reservation_details", {"reservation_id": "T1QOBS"}, reservation(user_id="mia"))
+    talk.messages.append(Message(role="assistant", tool_calls=[CANCEL]))
+    assert gate.check(CANCEL, talk.trajectory(), context).outcome == "escalate"

@@ -34,7 +34,11 @@ def _agent(script: list[Any], guard: Any, **kw: Any) -> Any:
 
     env = DomainData.load("airline").fresh_env()
     return scripted_agent_class()(
-        tools=env.get_tools(), domain_policy="policy", script=script, guard=guard, is_mutating=lambda n: True, **kw
+        tools=env.get_tools(),
+        domain_policy="policy",
+        script=script,
+        guard=guard,
+        **{"is_mutating": lambda n: True, **kw},
     )
 
 
@@ -91,3 +95,58 @@ def test_without_a_guard_the_agent_is_a_plain_llm_agent() -> None:
     agent = _agent([("call", "cancel_reservation", {"reservation_id": "R1"})], None)
     reply, _ = agent.generate_next_message(_user("cancel"), agent.get_init_state())
     assert reply.tool_calls[0].name == "cancel_reservation" and agent.events == []
+
+
+class AllowAll:
+    """A guard that allows everything it is shown (each call judged alone, on the history before it)."""
+
+    def check(self, call: ToolCall, trajectory: Trajectory) -> Decision:
+        return Decision.allow("gate")
+
+
+def _two_changes(first_id: str = "a", second_id: str = "b") -> Any:
+    from tau2.data_model.message import AssistantMessage
+    from tau2.data_model.message import ToolCall as Tau2Call
+
+    bags = {"reservation_id": "R1", "nonfree_baggages": 0, "payment_id": "credit_card_1"}
+    return AssistantMessage(
+        role="assistant",
+        tool_calls=[
+            Tau2Call(id=first_id, name="update_reservation_baggages", arguments={**bags, "total_baggages": 5}),
+            Tau2Call(id=second_id, name="update_reservation_baggages", arguments={**bags, "total_baggages": 3}),
+        ],
+    )
+
+
+def test_a_second_change_in_one_message_is_blocked_even_when_each_alone_would_pass() -> None:
+    """[bags 2->5, bags 5->3] in one message: the second would be judged on the state before the first."""
+    from tau2.data_model.message import AssistantMessage
+
+    agent = _agent([], AllowAll())
+    replies = iter([_two_changes(), AssistantMessage(role="assistant", content="One at a time, then.")])
+    agent.generate_model_message = lambda messages: next(replies)
+    reply, state = agent.generate_next_message(_user("change my bags twice"), agent.get_init_state())
+    answers = {m.id: m.content for m in state.messages if m.role == "tool"}
+    assert answers["a"] == NOT_EXECUTED
+    assert answers["b"].startswith("Make one change at a time: wait for the result of update_reservation_baggages")
+    assert [(e.call_id, e.outcome, e.stage) for e in agent.events] == [("a", "allow", "gate"), ("b", "block", "guard")]
+    assert reply.content == "One at a time, then." and not reply.tool_calls
+
+
+def test_reads_then_one_change_in_one_message_still_pass() -> None:
+    from tau2.data_model.message import AssistantMessage
+    from tau2.data_model.message import ToolCall as Tau2Call
+
+    agent = _agent([], AllowAll(), is_mutating=lambda name: name.startswith("update_"))
+    message = AssistantMessage(
+        role="assistant",
+        tool_calls=[
+            Tau2Call(id="r", name="get_reservation_details", arguments={"reservation_id": "R1"}),
+            Tau2Call(id="w", name="update_reservation_baggages", arguments={"reservation_id": "R1"}),
+            Tau2Call(id="r2", name="get_user_details", arguments={"user_id": "u"}),
+        ],
+    )
+    agent.generate_model_message = lambda messages: message
+    reply, _ = agent.generate_next_message(_user("hi"), agent.get_init_state())
+    assert [c.id for c in reply.tool_calls] == ["r", "w", "r2"]
+    assert all(e.outcome == "allow" for e in agent.events)
