@@ -560,3 +560,32 @@ def test_reading_another_reservation_never_raises_a_certificate_above_what_the_c
                 assert amount <= 100 * len(res["passengers"]), (uid, read, extra, amount)
                 if user["membership"] == "regular":
                     assert res["insurance"] == "yes" or res["cabin"] == "business", (uid, read, extra, amount)
+
+
+def test_compensation_is_not_judged_past_a_reservation_read_that_cannot_be_read(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    """An unreadable read might be the complained-about reservation: skipping it would loosen the anchor."""
+    uid, small, large = next(
+        (uid, a, b)
+        for uid, u in sorted(airline_raw["users"].items())
+        if u["membership"] == "gold"
+        for a in (airline_raw["reservations"][r] for r in u["reservations"])
+        for b in (airline_raw["reservations"][r] for r in u["reservations"])
+        if len(b["passengers"]) > len(a["passengers"])
+    )
+    s = airline_session
+    s.run("get_user_details", user_id=uid)
+    call = ToolCall(id="garbled", name="get_reservation_details", arguments={"reservation_id": small["reservation_id"]})
+    s.messages.append(Message(role="assistant", tool_calls=[call]))
+    s.messages.append(Message(role="tool", tool_call_id=call.id, content="reservation " + small["reservation_id"]))
+    s.run("get_reservation_details", reservation_id=large["reservation_id"])
+
+    decision = gate.check(
+        s.pending("send_certificate", user_id=uid, amount=100 * len(large["passengers"])),
+        s.trajectory(),
+        airline_context,
+    )
+
+    assert decision.outcome == "block"
+    assert _status(decision, "certificate-reads-readable") == "NOT_MET"
