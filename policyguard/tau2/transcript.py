@@ -123,7 +123,7 @@ def ensure_reads(
                     todo.append((source_tool, keys))
                 else:
                     todo.extend((source_tool, found) for found in context(source_tool)[:1])
-            elif transcript.last_write_index >= 0:
+            elif transcript.last_write_index >= 0 and keys:  # a fact with no keys names no record to re-read
                 sources = (source_tool, *checklist.facts[name].refreshed_by)  # a write's own result is fresh
                 newest = max(r.index for t in sources for r in successful_results(trajectory, t, keys))
                 if newest < transcript.last_write_index:
