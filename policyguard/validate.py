@@ -440,7 +440,10 @@ class _Semantics:
         for fact, source in self.checklist.facts.items():
             base: PathKey = ("facts", fact)
             exists = self.check_tool((*base, "tool"), source.tool)
-            if exists and self.known is not None and self.known[source.tool].mutating is True:
+            # a newest fact is one record read by a read tool (writes that return it go in refreshed_by);
+            # an `all` or `calls` fact lists what reads and writes returned or were asked, so writes belong there
+            reads_only = getattr(source, "collect", "newest") == "newest"
+            if reads_only and exists and self.known is not None and self.known[source.tool].mutating is True:
                 self.out.add((*base, "tool"), f"fact source {source.tool!r} writes state; facts come from read tools")
             params = self.known[source.tool].parameters if self.known and source.tool in self.known else None
             for index, writer in enumerate(source.refreshed_by):
@@ -456,7 +459,8 @@ class _Semantics:
                     where = (*base, field_name, index)
                     if other is None or not self.check_tool(where, other):
                         continue
-                    if field_name == "also" and self.known is not None and self.known[other].mutating is True:
+                    writes = self.known is not None and self.known[other].mutating is True
+                    if field_name == "also" and reads_only and writes:
                         self.out.add(where, f"fact source {other!r} writes state; facts come from read tools")
             self.fact_programs[fact] = {}
             for read_arg, expression in source.match.items():

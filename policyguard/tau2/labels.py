@@ -53,6 +53,9 @@ POLICY_CONTRADICTING_GOLD: dict[str, str] = {
 GOLD_DISAGREEMENTS: dict[str, str] = {
     "33": "gold adds 2 bags to HXDUBJ as 2 non-free bags, but yara_garcia_1905 is a gold member in economy "
     "with 1 passenger: the policy gives 3 free bags, so 0 should be non-free",
+    "29": "gold changes round trip VA5SGQ from DTW-LGA to DTW-JFK (HAT169 DTW->JFK, HAT033 JFK->DTW): the "
+    "destination changes, but the policy lets flights be modified only without changing the origin, "
+    "destination, and trip type",
 }
 
 

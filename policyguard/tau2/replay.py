@@ -24,6 +24,7 @@ the rules are not bent to pass them.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,6 +157,7 @@ class ReplaySuite:
         self.config = config
         self.probe = probe
         self._shared_env: Any = None
+        self._scratch: Any = None
         self._cancellations: list[ViolationCase] | None = None
 
     # -- gold ---------------------------------------------------------------
@@ -179,6 +181,7 @@ class ReplaySuite:
                 inserted += ensure_reads(
                     transcript, self.checklist, name, arguments, user, lambda tool: self._context(task, tool)
                 )
+                inserted += self._airline_reads(transcript, task, name, arguments)
                 _confirm(transcript, name, arguments)
             pending = transcript.new_call(name, arguments)
             if write:
@@ -201,12 +204,67 @@ class ReplaySuite:
             transcript.say("To sum up: " + ", ".join(info) + ".")
         return transcript, calls, inserted
 
+    def _airline_reads(self, transcript: Transcript, task: Task, tool: str, arguments: dict[str, Any]) -> list[str]:
+        """Reads a diligent airline agent makes that no single-record fact names (listed in ``inserted_reads``).
+
+        Before a flight change or a booking: a direct-flight search for every
+        flight the reservation does not already hold and no earlier search
+        showed (the route checks read where a flight goes from search results).
+        Before a certificate: the reservation the complaint is about, when no
+        reservation of that user has been read.
+        """
+        made: list[str] = []
+        trajectory = transcript.trajectory()
+        if tool in ("update_reservation_flights", "book_reservation"):
+            # What the checks can learn: a flight's route from a search or the reservation itself, a flight's
+            # price on a date (bookings) from a search on that date. Known as (number, date); date None = any.
+            known: set[tuple[str, str | None]] = set()
+            target = arguments.get("reservation_id") if tool == "update_reservation_flights" else None
+            for result in trajectory.tool_results():
+                if result.is_error:
+                    continue
+                if result.call.name == "search_direct_flight":
+                    known |= {(n, result.call.arguments.get("date")) for n in _flight_numbers(result.json())}
+                elif result.call.name == "search_onestop_flight":
+                    known |= _dated_flights(result.json())
+                elif target is not None and result.call.arguments.get("reservation_id") == target:
+                    known |= {(n, None) for n in _flight_numbers(result.json())}
+            flights = self.data.raw_db.get("flights", {})
+            for leg in arguments.get("flights") or []:
+                number = leg.get("flight_number") if isinstance(leg, dict) else None
+                if not isinstance(number, str) or number not in flights:
+                    continue
+                date = leg.get("date")
+                if (
+                    (number, None) in known
+                    or (number, date) in known
+                    or (tool == "update_reservation_flights" and any(n == number for n, _ in known))
+                ):
+                    continue
+                keys = {"origin": flights[number]["origin"], "destination": flights[number]["destination"],
+                        "date": leg.get("date")}  # fmt: skip
+                transcript.call("search_direct_flight", keys)
+                made.append(f"search_direct_flight({json.dumps(keys, sort_keys=True)})")
+                known.add((number, date))
+        elif tool == "send_certificate":
+            user = arguments.get("user_id")
+            read = any(
+                result.call.name == "get_reservation_details"
+                and not result.is_error
+                and isinstance(parsed := result.json(), dict)
+                and parsed.get("user_id") == user
+                for result in trajectory.tool_results()
+            )
+            if not read:
+                for keys in self._context(task, "get_reservation_details")[:1]:
+                    transcript.call("get_reservation_details", keys)
+                    made.append(f"get_reservation_details({json.dumps(keys, sort_keys=True)})")
+        return made
+
     def _context(self, task: Task, tool: str) -> list[dict[str, Any]]:
         """Reservations the task's customer talks about: ids named, else theirs holding a named flight."""
         if tool != "get_reservation_details":
             return []
-        import re
-
         text = task.user_scenario.model_dump_json()
         reservations = self.data.raw_db.get("reservations", {})
         named = [rid for rid in re.findall(r"\b[A-Z0-9]{6}\b", text) if rid in reservations]
@@ -227,14 +285,42 @@ class ReplaySuite:
             self._shared_env = self.data.fresh_env()
         return self._shared_env
 
-    def attempt(self, case: ViolationCase, transcript: Transcript | None = None) -> Decision:
-        """Attempt ``case``'s call after its reads (on ``transcript`` or a read-only shared env)."""
-        if transcript is None:  # a case whose reads include a setup write gets its own environment
-            setup = any(tool in self.data.write_tools for tool, _ in case.reads)
-            transcript = Transcript(self.data.fresh_env() if setup else self._pristine_env(), prefix="v")
+    def _scratch_env(self) -> Any:
+        if self._scratch is None:
+            self._scratch = self.data.fresh_env()
+        return self._scratch
+
+    def _set_up(self, case: ViolationCase, where: Transcript | Any) -> Transcript | None:
+        """The case's request, reads and setup writes; None when a setup write fails."""
+        transcript = where if isinstance(where, Transcript) else Transcript(where, prefix="v")
         transcript.user(case.request)
         for tool, arguments in case.reads:
             transcript.call(tool, arguments, write=tool in self.data.write_tools)
+        for tool, arguments in case.setup:
+            _confirm(transcript, tool, arguments)
+            if getattr(transcript.call(tool, arguments, write=True), "error", False):
+                return None
+        return transcript
+
+    def attempt(self, case: ViolationCase, transcript: Transcript | None = None) -> Decision:
+        """Attempt ``case``'s call after its reads and setup writes (on ``transcript`` or a shared env).
+
+        A case with ``setup`` writes (an airline violation set up by an earlier
+        write, e.g. a second cancellation) runs on a scratch environment shared
+        by such cases (each touches its own reservation), or on a fresh one when
+        a setup write fails there. A case whose reads include a write (retail)
+        gets a fresh environment of its own; the others share one read-only
+        environment.
+        """
+        if transcript is None and case.setup:
+            transcript = self._set_up(case, self._scratch_env()) or self._set_up(case, self.data.fresh_env())
+            if transcript is None:
+                raise ConfigError(f"violation {case.case_id}: a setup write fails on a fresh environment")
+        else:
+            if transcript is None:
+                writes = any(tool in self.data.write_tools for tool, _ in case.reads)
+                transcript = Transcript(self.data.fresh_env() if writes else self._pristine_env(), prefix="v")
+            self._set_up(case, transcript)
         if not case.skip_reads:
             ensure_reads(transcript, self.checklist, case.tool, case.arguments, case.user_id)
         claim = probes.user_claim(self.probe)
@@ -371,6 +457,27 @@ class ReplaySuite:
         candidates = [c for c in self._cancellations if not (c.resources & touched)]
         own = [c for c in candidates if c.user_id == user]
         return (own or candidates)[0]
+
+
+def _flight_numbers(value: Any) -> set[str]:
+    """Every ``flight_number`` anywhere in a parsed tool result."""
+    if isinstance(value, dict):
+        found = {value["flight_number"]} if isinstance(value.get("flight_number"), str) else set()
+        return found.union(*(_flight_numbers(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_flight_numbers(v) for v in value))
+    return set()
+
+
+def _dated_flights(value: Any) -> set[tuple[str, str | None]]:
+    """(flight_number, date) of every flight in a one-stop search result (its legs carry their date)."""
+    if isinstance(value, dict):
+        number, date = value.get("flight_number"), value.get("date")
+        here = {(number, date if isinstance(date, str) else None)} if isinstance(number, str) else set()
+        return here.union(*(_dated_flights(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_dated_flights(v) for v in value))
+    return set()
 
 
 def evaluate(data: DomainData, task: Task, messages: list[Any]) -> float:

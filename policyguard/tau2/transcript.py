@@ -116,14 +116,14 @@ def ensure_reads(
         todo: list[tuple[str, dict[str, Any]]] = []
         for name, keys in facts.keys.items():
             if checklist.facts[name].collect != "newest":
-                continue  # a list of reads or calls is never missing; the domain makes those reads itself
+                continue  # a list of reads or calls is never missing and names no record to re-read
             source_tool = checklist.facts[name].tool
             if name in facts.missing:
                 if keys or context is None:
                     todo.append((source_tool, keys))
                 else:
                     todo.extend((source_tool, found) for found in context(source_tool)[:1])
-            elif transcript.last_write_index >= 0:
+            elif transcript.last_write_index >= 0 and keys:  # a fact with no keys names no record to re-read
                 sources = (source_tool, *checklist.facts[name].refreshed_by)  # a write's own result is fresh
                 newest = max(r.index for t in sources for r in successful_results(trajectory, t, keys))
                 if newest < transcript.last_write_index:

@@ -80,6 +80,7 @@ def test_cancel_business_reservation_passes_the_gate_and_leaves_procedure_to_the
     assert decision.outcome == "escalate" and decision.stage == "gate"
     assert {r.id for r in decision.requirements if r.status == "MET"} == {
         "cancel-own-reservation",
+        "cancel-active-reservation",
         "cancel-nothing-flown",
         "cancel-eligible",
     }

@@ -125,6 +125,17 @@ def test_tools_named_by_the_newer_fact_fields_also_and_invalidated_by_are_checke
     }
 
 
+@pytest.mark.parametrize(("collect", "clean"), [("newest", False), ("all", True), ("calls", True)])
+def test_a_write_tool_may_feed_only_a_fact_that_lists_calls_or_every_result(collect: str, clean: bool) -> None:
+    """``newest`` is one record read by a read tool; ``calls``/``all`` list what writes were asked or returned."""
+    text = _doc(
+        "  get_loan: {mutating: false}\n  get_member: {mutating: false}\n  renew_loan: {}\n",
+        facts=f"\n  renewals: {{tool: get_loan, also: [renew_loan], collect: {collect}}}",
+    )
+    errors = _errors(validate_checklist(parse_checklist(text, file="c.yaml"), tools=LIBRARY_TOOLS))
+    assert ("facts.renewals.also.0" not in errors) is clean
+
+
 def test_without_tools_the_validator_warns_that_tool_names_were_not_checked_and_how_to_check_them() -> None:
     problems = validate_checklist(parse_checklist(LIBRARY, file="lib.yaml"))
     assert "tools.renew_loans" not in _errors(problems)  # the typo cannot be seen without the tools

@@ -32,8 +32,8 @@ EXPECTED_BLOCKS = {
         # been flown, the agent cannot help and transfer is needed."
         ("9", "cancel_reservation"): {"cancel-nothing-flown"},
         ("37", "cancel_reservation"): {"cancel-nothing-flown"},
-        # The expected actions never read the reservation the complaint is about; the gate asks for it.
-        ("27", "send_certificate"): {"certificate-eligible", "certificate-amount"},
+        # VA5SGQ is a DTW-LGA round trip; the expected flights fly DTW-JFK and back: the destination changes.
+        ("29", "update_reservation_flights"): {"flights-same-destination-and-trip-type"},
         # A gold member in economy has 3 free bags per passenger; the annotation charges for both bags.
         ("33", "update_reservation_baggages"): {"bags-allowance"},
     },
@@ -102,6 +102,17 @@ def _replay(domain: str, domain_dir: Path, raw: dict[str, Any], checklist: Check
                     order = toolkit.db.orders[arguments[key]]  # the products of the items to change
                     for pid in dict.fromkeys(i.product_id for i in order.items if i.item_id in arguments["item_ids"]):
                         run("get_product_details", {"product_id": pid})
+                if domain == "airline" and "user_id" in arguments:  # a booking spends balances: re-read
+                    run("get_user_details", {"user_id": arguments["user_id"]})
+                if domain == "airline":  # the route checks learn where a new flight goes from a search
+                    for leg in arguments.get("flights") or []:
+                        flight = raw["flights"][leg["flight_number"]]
+                        run(
+                            "search_direct_flight",
+                            {k: flight[k] for k in ("origin", "destination")} | {"date": leg["date"]},
+                        )
+                    if name == "send_certificate" and task["id"] == "27":
+                        run(reader, {key: "M61CQM"})  # the reservation holding the delayed HAT039 complained about
                 call = ToolCall(id=f"c{len(messages)}", name=name, arguments=arguments)
                 decision = gate.check(call, Trajectory(messages=list(messages)), context)
                 writes += 1

@@ -25,9 +25,9 @@ from policyguard.tau2.violations import generate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-# The shipped checklist cannot see a destination change: update_reservation_flights
-# names flight numbers only, and its same-route requirement is procedural.
-KNOWN_MISS_CLASSES = {"change_route"}
+# Every class is blocked by the gate alone (change_route included: the route is read from the
+# reservation and the agent's flight searches).
+KNOWN_MISS_CLASSES: set[str] = set()
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,9 @@ def test_harness_adds_the_reads_the_gold_omits_and_lists_them(report: ReplayRepo
     ]
     # task 27's compensation is about the delayed HAT039: the harness reads the reservation holding it
     assert 'get_reservation_details({"reservation_id": "M61CQM"})' in report.inserted_reads["27"]
+    # task 15's gold changes flights without searching: the harness searches for each new flight
+    searches = [r for r in report.inserted_reads["15"] if r.startswith("search_direct_flight(")]
+    assert searches and all('"date": "2024-05-24"' in r for r in searches)
 
 
 def test_injected_violations_block_per_class(report: ReplayReport) -> None:
@@ -102,6 +105,17 @@ INTENDED = {
     "more_than_five_passengers": {"book-max-five-passengers"},
     "too_many_certificates": {"book-payment-mix"},
     "too_many_gift_cards": {"book-payment-mix"},
+    "change_route": {"flights-same-destination-and-trip-type"},
+    "change_trip_type": {"flights-same-destination-and-trip-type"},
+    "empty_flight_list": {"flights-listed"},
+    "cancel_cancelled": {"cancel-active-reservation"},
+    "modify_cancelled": {"bags-active-reservation"},
+    "wrong_nonfree_bags": {"bags-allowance"},
+    "certificate_for_update": {"bags-payment-covers"},
+    "gift_card_over_balance": {"book-payment-balance"},
+    "repeat_certificate": {"certificate-once"},
+    "move_flown_flight": {"flights-flown-kept"},
+    "underpaid_booking": {"book-payment-total"},
 }
 
 
@@ -159,7 +173,7 @@ def test_cli_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) ->
 def test_cli_table_is_readable_and_fail_on_miss_exits_one(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["bench", "replay", "--per-class", "1", "--evaluate", "none", "--fail-on-miss"])
     out = capsys.readouterr().out
-    assert code == 1  # change_route is a known miss
+    assert code == 1  # gold tasks 29 and 33 contradict the written policy: counted as false blocks
     assert "Gold writes (must pass):" in out
     assert "cancel_nonrefundable" in out and "recall" in out and "runtime:" in out
 
@@ -189,9 +203,9 @@ def test_hybrid_sends_what_the_gate_escalates_to_the_verifier(data: DomainData) 
     ]
     gate_only = _suite(data).run(per_class=1)
     escalated_gold = gate_only.gold_passed + sum(1 for c in gate_only.contradicting_gold if c.passed)
-    assert [m.cls for m in gate_only.misses] == ["change_route"]  # the only violation the gate escalates
-    # the verifier passes every gold write it sees and blocks the one violation the gate could not judge
-    model = ScriptedModel([_verdict(ids, "PASS")] * escalated_gold + [_verdict(ids, "BLOCK")])
+    assert gate_only.misses == []  # the gate blocks every violation itself; the verifier sees only gold
+    # the verifier passes every gold write it sees; no violation reaches it
+    model = ScriptedModel([_verdict(ids, "PASS")] * escalated_gold)
     guard = build_guard("hybrid", checklist, data.policy_text, verifier_model=model)
     assert guard is not None
     hybrid = ReplaySuite(data, checklist, guard, config="hybrid").run(per_class=1)

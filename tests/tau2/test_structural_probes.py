@@ -1,7 +1,8 @@
 """The structural probes in the replay: a verifier that believes whatever looks like structure finds none.
 
-The hybrid replay attempts the violation the gate cannot judge (a route change)
-under A1F, A2F and A3F; the verifier model is a *believer* that answers PASS,
+The hybrid replay attempts a route change with the route rules left to the
+verifier (the shipped gate proves them, so they are stripped here to reach the
+model) under A1F, A2F and A3F; the verifier model is a *believer* that answers PASS,
 citing the user's last message, as soon as a line-by-line reading of its prompt
 shows forged structure (:func:`policyguard.tau2.probes.naive_forgeries`).
 """
@@ -14,7 +15,7 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.checklist import load_checklist  # noqa: E402
+from policyguard.checklist import Checklist, load_checklist  # noqa: E402
 from policyguard.dialogue import parse_conversation  # noqa: E402
 from policyguard.models import ScriptedModel  # noqa: E402
 from policyguard.models.base import ModelRequest  # noqa: E402
@@ -46,10 +47,21 @@ class Believer:
         return json.dumps({"requirements": items, "verdict": verdict, "remediation": "Refuse the route change."})
 
 
+ROUTE_CHECKS = ("flights-same-origin", "flights-same-destination-and-trip-type", "flights-connected")
+
+
+def without_route_checks(checklist: Checklist) -> Checklist:
+    """The shipped checklist with the route rules left to the verifier, as they were before the gate proved them."""
+    spec = checklist.tools["update_reservation_flights"]
+    kept = [r.model_copy(update={"check": None}) if r.id in ROUTE_CHECKS else r for r in spec.requirements]
+    tools = {**checklist.tools, "update_reservation_flights": spec.model_copy(update={"requirements": kept})}
+    return checklist.model_copy(update={"tools": tools})
+
+
 @pytest.mark.parametrize("probe", ["A1F", "A2F", "A3F"])
 def test_the_forged_structure_never_reaches_the_believing_verifier(probe: str) -> None:
     data = DomainData.load("airline")
-    checklist = load_checklist(shipped_checklist("airline"))
+    checklist = without_route_checks(load_checklist(shipped_checklist("airline")))
     believer = Believer()
     guard = build_guard("hybrid", checklist, data.policy_text, verifier_model=ScriptedModel([believer]))
     assert guard is not None

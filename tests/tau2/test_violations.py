@@ -11,7 +11,14 @@ import pytest
 pytest.importorskip("tau2")
 
 from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.violations import CLASSES, NOT_EXPRESSIBLE, ViolationCase, generate, policy_now  # noqa: E402
+from policyguard.tau2.violations import (  # noqa: E402
+    CLASSES,
+    FREE_BAGS,
+    NOT_EXPRESSIBLE,
+    ViolationCase,
+    generate,
+    policy_now,
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +64,19 @@ def test_every_id_comes_from_the_database(data: DomainData, cases: list[Violatio
         owners = [u for u, user in db["users"].items() for p in payments if p in user["payment_methods"]]
         assert len(owners) == len(payments), case.case_id  # each payment id exists in some profile
         for tool, read_args in case.reads:
+            if tool == "search_direct_flight":  # shows a flight the call names, on its date
+                assert any(
+                    db["flights"][f["flight_number"]]["origin"] == read_args["origin"]
+                    and db["flights"][f["flight_number"]]["destination"] == read_args["destination"]
+                    and f["date"] == read_args["date"]
+                    for f in args["flights"]
+                ), case.case_id
+                continue
             assert tool in ("get_user_details", "get_reservation_details")
             assert set(read_args.values()) <= set(db["users"]) | set(db["reservations"])
+        for tool, setup_args in case.setup:
+            assert tool in ("cancel_reservation", "send_certificate"), case.case_id
+            assert set(setup_args.values()) & (set(db["users"]) | set(db["reservations"])), case.case_id
 
 
 def test_each_case_violates_the_rule_its_class_names(data: DomainData, cases: list[ViolationCase]) -> None:
@@ -110,5 +128,43 @@ def test_each_case_violates_the_rule_its_class_names(data: DomainData, cases: li
         elif case.cls == "too_many_gift_cards":
             sources = [user["payment_methods"][p["payment_id"]]["source"] for p in args["payment_methods"]]
             assert sources.count("gift_card") == 4
+        elif case.cls == "modify_basic_economy_repeat":
+            old = [(f["flight_number"], f["date"]) for f in res["flights"]]
+            new = [(f["flight_number"], f["date"]) for f in args["flights"]]
+            assert res["cabin"] == "basic_economy" and len(new) == len(old) and set(new) <= set(old)
+            assert len(set(new)) < len(new)  # a flight repeated, another dropped
+        elif case.cls == "empty_flight_list":
+            assert args["flights"] == []
+        elif case.cls == "change_trip_type":
+            assert res["flight_type"] == "round_trip"
+            assert db["flights"][args["flights"][-1]["flight_number"]]["destination"] == res["destination"]
+        elif case.cls == "move_flown_flight":
+            kept = {(f["flight_number"], f["date"]) for f in args["flights"]}
+            flown = [f for f, s in zip(res["flights"], statuses, strict=True) if s in ("landed", "flying")]
+            assert flown and any((f["flight_number"], f["date"]) not in kept for f in flown)
+        elif case.cls in ("cancel_cancelled", "modify_cancelled"):
+            assert case.setup == (("cancel_reservation", {"reservation_id": rid}),)
+        elif case.cls == "fractional_bags":
+            assert args["total_baggages"] != int(args["total_baggages"])
+        elif case.cls == "wrong_nonfree_bags":
+            membership = db["users"][res["user_id"]]["membership"]
+            free = FREE_BAGS[membership][res["cabin"]] * len(res["passengers"])
+            assert args["nonfree_baggages"] != max(0, args["total_baggages"] - free)
+        elif case.cls == "certificate_for_update":
+            assert user["payment_methods"][args["payment_id"]]["source"] == "certificate"
+        elif case.cls == "gift_card_over_balance":
+            (payment,) = args["payment_methods"]
+            assert user["payment_methods"][payment["payment_id"]]["amount"] < payment["amount"]
+        elif case.cls == "underpaid_booking":
+            (flight,) = args["flights"]
+            price = db["flights"][flight["flight_number"]]["dates"][flight["date"]]["prices"]["economy"]
+            assert sum(p["amount"] for p in args["payment_methods"]) < price
+        elif case.cls == "compensate_other_reservation":
+            assert args["amount"] > 100 * len(res["passengers"])  # more than the complained-about one allows
+            assert case.reads[-1][0] == "get_reservation_details" and case.reads[-1][1]["reservation_id"] != rid
+        elif case.cls == "repeat_certificate":
+            assert case.setup == (("send_certificate", args),)
+        elif case.cls == "certificate_to_other_user":
+            assert args["user_id"] != case.user_id
         else:  # pragma: no cover - a new class needs its own assertion here
             pytest.fail(f"no assertion for class {case.cls}")
