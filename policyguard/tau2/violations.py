@@ -19,7 +19,7 @@ It is reported as *structurally prevented*, outside the recall denominator.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -817,10 +817,19 @@ def generate(
     raw_db: dict[str, Any], policy_text: str, per_class: int = 12, classes: Iterable[str] | None = None
 ) -> list[ViolationCase]:
     """At most ``per_class`` cases of every expressible class (or of ``classes``), deterministic."""
-    db = _Db(raw_db, policy_now(policy_text))
-    wanted = set(BUILDERS) if classes is None else set(classes)
+    return take(BUILDERS, _Db(raw_db, policy_now(policy_text)), per_class, classes)
+
+
+def take(
+    builders: Mapping[str, Callable[[Any], Iterator[ViolationCase]]],
+    db: Any,
+    per_class: int,
+    classes: Iterable[str] | None,
+) -> list[ViolationCase]:
+    """The first ``per_class`` cases each builder yields over ``db``, in builder order (every domain's generator)."""
+    wanted = set(builders) if classes is None else set(classes)
     cases: list[ViolationCase] = []
-    for cls, build in BUILDERS.items():
+    for cls, build in builders.items():
         if cls not in wanted:
             continue
         found = build(db)

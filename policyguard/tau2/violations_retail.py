@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .violations import ViolationCase
+from .violations import ViolationCase, take
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 BAD_REASONS = ("found a better price elsewhere", "changed my mind", "shipping takes too long")
@@ -475,19 +475,7 @@ def generate(
     ``policy_text`` is unused (the retail policy states no clock); it keeps the
     airline generator's signature so the replay calls both the same way.
     """
-    db = _Db(raw_db)
-    wanted = set(BUILDERS) if classes is None else set(classes)
-    cases: list[ViolationCase] = []
-    for cls, build in BUILDERS.items():
-        if cls not in wanted:
-            continue
-        found = build(db)
-        for _ in range(per_class):
-            case = next(found, None)
-            if case is None:
-                break
-            cases.append(case)
-    return cases
+    return take(BUILDERS, _Db(raw_db), per_class, classes)
 
 
 def task_user(task: Any, raw_db: dict[str, Any]) -> str | None:
