@@ -1,7 +1,9 @@
-"""``policyguard checklist``: print the schema, validate a checklist, show one for a person.
+"""``policyguard checklist``: print the schema, start, validate or show a checklist.
 
 ``validate`` exits 0 when the checklist is clean (warnings allowed), 1 when it
 has errors, 2 when the file (or the policy or tools given) cannot be read.
+``init`` writes a skeleton (:mod:`policyguard.checkinit`); exit 2 when an input
+cannot be read or the output exists without ``--force``.
 ``generate`` is added by :mod:`policyguard.checkgen.cli` when that package is
 present.
 """
@@ -41,6 +43,22 @@ def register(subparsers: Any) -> None:
     validate.add_argument("--tools", metavar="TOOLS", help=_TOOLS_HELP)
     validate.set_defaults(func=_validate)
 
+    init = sub.add_parser(
+        "init",
+        help="write a checklist skeleton: every tool, the policy pinned, one TODO per mutating tool",
+        description=(
+            "No model needed. A tool is read-only only when it declares so (MCP readOnlyHint: true, "
+            "x-mutating: false, tau2 ToolType.READ); every other tool is mutating. Each mutating tool gets a TODO "
+            "requirement that makes 'checklist validate --policy' fail until it is written. Exit 0 written, "
+            "2 a file cannot be read or the output exists (without --force)."
+        ),
+    )
+    init.add_argument("--policy", metavar="POLICY.md", required=True, help="the policy text to pin")
+    init.add_argument("--tools", metavar="TOOLS", required=True, help=_TOOLS_HELP)
+    init.add_argument("-o", "--output", metavar="CHECKLIST.yaml", required=True, help="where to write the skeleton")
+    init.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+    init.set_defaults(func=_init)
+
     show = sub.add_parser("show", help="render a checklist for a person")
     show.add_argument("checklist", metavar="CHECKLIST.yaml")
     show.add_argument("--tool", metavar="NAME", help="only this tool (and the general rules that apply to it)")
@@ -65,6 +83,19 @@ def _schema(args: argparse.Namespace) -> int:
 def _error(message: str) -> int:
     print(f"policyguard: error: {message}", file=sys.stderr)
     return 2
+
+
+def _init(args: argparse.Namespace) -> int:
+    from ..checkinit import write_skeleton
+    from ..errors import ConfigError
+
+    try:
+        text = write_skeleton(args.policy, args.tools, args.output, force=args.force)
+    except ConfigError as exc:
+        return _error(str(exc))
+    todos = text.count("-todo\n")
+    print(f"{args.output}: skeleton written; {todos} TODO requirement(s) to write", file=sys.stderr)
+    return 0
 
 
 def _validate(args: argparse.Namespace) -> int:
