@@ -1,0 +1,279 @@
+"""A newcomer's path on a domain not shipped in checklists/ (a lending library), as docs/writing-checklists.md tells it.
+
+``checklist init`` -> the skeleton fails ``validate`` -> the guide's finished
+checklist validates clean -> a guarded loop allows a complying renewal and
+blocks a rule-breaking one and a near-miss tool name. Every policy, tool list,
+checklist and loop used here is extracted from the guide, so the guide stays true.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policyguard import Guard, GuardedTools
+from policyguard.canonical import policy_version
+from policyguard.checkgen.tools import ToolsError
+from policyguard.checkinit import TODO_SOURCE, InitError, skeleton, write_skeleton
+from policyguard.checklist import load_checklist, parse_checklist
+from policyguard.cli import main
+from policyguard.validate import validate_checklist
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-checklists.md"
+HERE = Path(__file__).resolve().parent / "newcomer"
+POLICY = HERE / "library_policy.md"
+TOOLS = HERE / "library_tools.json"
+
+
+def _block(marker: str) -> str:
+    """The fenced block right after ``<!-- test: marker -->`` in the guide."""
+    found = re.search(rf"<!-- test: {marker} -->\n```[a-z]*\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+    assert found is not None, f"the guide lost its {marker!r} block"
+    return found.group(1)
+
+
+@pytest.fixture
+def domain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder holding the guide's policy and tools, as a newcomer would save them."""
+    (tmp_path / "library_policy.md").write_text(_block("policy"), encoding="utf-8")
+    (tmp_path / "library_tools.json").write_text(_block("tools"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _cli(*argv: str) -> int:
+    return main(list(argv))
+
+
+def test_guide_policy_and_tools_are_the_fixtures() -> None:
+    """The files beside this test are the ones the guide shows (one source of truth)."""
+    assert _block("policy") == POLICY.read_text(encoding="utf-8")
+    assert json.loads(_block("tools")) == json.loads(TOOLS.read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- init -> validate fails
+
+
+def test_init_writes_the_skeleton_the_guide_shows(domain: Path) -> None:
+    """Every tool listed, read-only only where declared, the policy pinned by sha256 and path."""
+    code = _cli("checklist", "init", "--policy", "library_policy.md", "--tools", "library_tools.json", "-o", "c.yaml")
+    assert code == 0
+    text = (domain / "c.yaml").read_text(encoding="utf-8")
+    body = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
+    assert body == _block("skeleton")
+    checklist = load_checklist(domain / "c.yaml")
+    assert checklist.policy.version == policy_version(_block("policy"))
+    assert checklist.policy.path == "library_policy.md"
+    assert {name: spec.mutating for name, spec in checklist.tools.items()} == {
+        "get_member": False,
+        "get_loan": False,
+        "renew_loan": True,
+    }
+    assert [req.source for req in checklist.tools["renew_loan"].requirements] == [TODO_SOURCE]
+
+
+def test_skeleton_fails_validate_with_file_and_line_until_the_todo_is_written(
+    domain: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The TODO requirement is not a quote of the policy: validate exits 1 and points at its line."""
+    assert (
+        _cli("checklist", "init", "--policy", "library_policy.md", "--tools", "library_tools.json", "-o", "c.yaml") == 0
+    )
+    capsys.readouterr()
+    code = _cli("checklist", "validate", "c.yaml", "--policy", "library_policy.md", "--tools", "library_tools.json")
+    out = capsys.readouterr().out
+    assert code == 1
+    line = next(n for n, text in enumerate((domain / "c.yaml").read_text().splitlines(), 1) if "source:" in text)
+    assert f"c.yaml:{line}: tools.renew_loan.requirements.0.source: error: quote not found in the policy text" in out
+
+
+def test_init_gives_every_mutating_tool_a_todo_that_fails_validate(tmp_path: Path) -> None:
+    """One error per undeclared or writing tool; declared read-only tools get no requirement."""
+    tools = [
+        {"name": "lookup", "input_schema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+        {"name": "write_a", "input_schema": {"type": "object"}},
+        {"name": "write_b", "input_schema": {"type": "object"}, "x-mutating": True},
+    ]
+    (tmp_path / "p.md").write_text("Only write what the user asked for.\n")
+    (tmp_path / "t.json").write_text(json.dumps(tools))
+    write_skeleton(tmp_path / "p.md", str(tmp_path / "t.json"), tmp_path / "c.yaml")
+    problems = validate_checklist(tmp_path / "c.yaml", policy_text="Only write what the user asked for.\n", tools=tools)
+    errors = [p for p in problems if p.severity == "error"]
+    assert sorted(str(p.field) for p in errors) == [
+        "tools.write_a.requirements.0.source",
+        "tools.write_b.requirements.0.source",
+    ]
+    assert all(p.file == str(tmp_path / "c.yaml") and p.line for p in errors)
+
+
+# ---------------------------------------------------------------- init's refusals
+
+
+def test_init_refuses_to_overwrite_an_existing_file_without_force(
+    domain: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checklist someone edited is never clobbered by a second init; --force replaces it."""
+    (domain / "c.yaml").write_text("my edits\n")
+    args = ["checklist", "init", "--policy", "library_policy.md", "--tools", "library_tools.json", "-o", "c.yaml"]
+    assert _cli(*args) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "policyguard: error: c.yaml: already exists; pass --force to overwrite it"
+    assert (domain / "c.yaml").read_text() == "my edits\n"
+    assert _cli(*args, "--force") == 0
+    assert load_checklist(domain / "c.yaml").tools["renew_loan"].mutating is True
+    assert [p.name for p in domain.iterdir() if p.name.endswith(".tmp")] == []  # no temp file left behind
+
+
+@pytest.mark.parametrize(
+    ("policy", "tools", "named"),
+    [
+        ("missing.md", "library_tools.json", "missing.md: cannot read policy: No such file or directory"),
+        ("library_policy.md", "bad.json", "bad.json: not valid JSON"),
+        ("library_policy.md", "missing.json", "'missing.json': not an existing JSON file"),
+        ("library_policy.md", "notalist.json", "notalist.json: expected a JSON list of tools"),
+    ],
+)
+def test_init_names_the_unreadable_file_in_one_line_and_exits_2(
+    domain: Path, capsys: pytest.CaptureFixture[str], policy: str, tools: str, named: str
+) -> None:
+    """No traceback and no output file when the policy or the tools cannot be read."""
+    (domain / "bad.json").write_text("[{")
+    (domain / "notalist.json").write_text('{"name": "x"}')
+    assert _cli("checklist", "init", "--policy", policy, "--tools", tools, "-o", "c.yaml") == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and named in err and err.startswith("policyguard: error: ")
+    assert not (domain / "c.yaml").exists()
+
+
+def test_init_refuses_a_policy_that_is_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / "p.md").write_bytes(b"\xff\xfe policy")
+    with pytest.raises(InitError, match=r"p\.md: cannot read policy: not UTF-8"):
+        write_skeleton(tmp_path / "p.md", str(TOOLS), tmp_path / "c.yaml")
+
+
+def test_init_raises_tools_error_for_a_tool_without_a_name(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text('[{"type": "function", "function": {"parameters": {}}}]')
+    with pytest.raises(ToolsError, match=r"t\.json: tools\[0\]: the tool has no name"):
+        write_skeleton(POLICY, str(tmp_path / "t.json"), tmp_path / "c.yaml")
+
+
+# ---------------------------------------------------------------- read-only only from declarations
+
+_FLAG = st.sampled_from([None, True, False])
+
+
+@settings(max_examples=60, deadline=None)
+@given(x_mutating=_FLAG, read_only=_FLAG, destructive=_FLAG)
+def test_a_tool_is_read_only_only_when_declared_and_nothing_says_it_writes(
+    x_mutating: bool | None, read_only: bool | None, destructive: bool | None
+) -> None:
+    """x-mutating false or readOnlyHint true make a tool read-only, unless any declaration says it writes."""
+    tool: dict[str, Any] = {"type": "function", "function": {"name": "t", "parameters": {}}}
+    annotations = {k: v for k, v in (("readOnlyHint", read_only), ("destructiveHint", destructive)) if v is not None}
+    if annotations:
+        tool["annotations"] = annotations
+    if x_mutating is not None:
+        tool["x-mutating"] = x_mutating
+    from policyguard.checkgen.tools import tool_from_schema
+
+    text = skeleton("p", "policy", "p.md", [tool_from_schema(tool)], "t.json")
+    spec = parse_checklist(text).tools["t"]
+    declared_read = x_mutating is False or read_only is True
+    declared_write = x_mutating is True or read_only is False or destructive is True
+    assert spec.mutating is (not declared_read or declared_write)
+    assert bool(spec.requirements) is spec.mutating
+
+
+def test_init_reads_a_tau2_toolkit_by_its_tool_types(tmp_path: Path) -> None:
+    """tau2 ToolType.READ is read-only, WRITE and GENERIC are mutating."""
+    pytest.importorskip("tau2")
+    write_skeleton(POLICY, "tau2.domains.airline.tools:AirlineTools", tmp_path / "c.yaml")
+    tools = load_checklist(tmp_path / "c.yaml").tools
+    assert tools["get_user_details"].mutating is False
+    assert tools["book_reservation"].mutating is True
+    assert tools["transfer_to_human_agents"].mutating is True  # GENERIC declares nothing
+
+
+def test_init_quotes_a_tool_name_yaml_would_misread(tmp_path: Path) -> None:
+    """A name like 'yes' or one with a colon stays a string key, and its requirement id stays valid."""
+    (tmp_path / "t.json").write_text(
+        json.dumps([{"name": "yes", "parameters": {}}, {"name": "a: b", "parameters": {}}])
+    )
+    write_skeleton(POLICY, str(tmp_path / "t.json"), tmp_path / "c.yaml")
+    tools = load_checklist(tmp_path / "c.yaml").tools
+    assert set(tools) == {"yes", "a: b"} and all(spec.mutating for spec in tools.values())
+
+
+# ---------------------------------------------------------------- the finished checklist and the loop
+
+
+def test_the_guides_checklist_validates_clean_with_policy_and_tools(domain: Path) -> None:
+    """No error and no warning once the TODO is written as the guide writes it."""
+    (domain / "library.yaml").write_text(_block("checklist"), encoding="utf-8")
+    tools = json.loads(_block("tools"))
+    assert validate_checklist(domain / "library.yaml", policy_text=_block("policy"), tools=tools) == []
+    assert (
+        _cli("checklist", "validate", "library.yaml", "--policy", "library_policy.md", "--tools", "library_tools.json")
+        == 0
+    )
+
+
+def test_the_guides_loop_allows_a_complying_renewal_and_blocks_the_rest(
+    domain: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """L1 is renewed; L2 (renewed twice) is blocked naming renewal-limit; renew_loans is an unknown tool."""
+    (domain / "library.yaml").write_text(_block("checklist"), encoding="utf-8")
+    namespace: dict[str, Any] = {"__name__": "guide_loop"}
+    exec(compile(_block("loop"), str(GUIDE), "exec"), namespace)
+    assert capsys.readouterr().out == _block("output")
+    assert namespace["LOANS"]["L1"]["renewals"] == 1
+    assert namespace["LOANS"]["L2"]["renewals"] == 2  # the blocked renewal never ran
+    blocked = namespace["messages"][-3]["content"]
+    assert "(requirement renewal-limit)" in blocked
+    assert "Did you mean 'renew_loan'?" in namespace["messages"][-1]["content"]
+
+
+def _loop(domain: Path, get_member: Any, get_loan: Any) -> list[str]:
+    """Look the member up, read L1, renew L1; the contents the loop appended."""
+    (domain / "library.yaml").write_text(_block("checklist"), encoding="utf-8")
+    guard = Guard.from_files(policy="library_policy.md", checklist="library.yaml", model="none")
+    renewed: list[str] = []
+    tools = GuardedTools(
+        guard, {"get_member": get_member, "get_loan": get_loan, "renew_loan": lambda loan_id: renewed.append(loan_id)}
+    )
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Card M1, renew L1."}]
+    for index, (name, args) in enumerate(
+        [("get_member", {"member_id": "M1"}), ("get_loan", {"loan_id": "L1"}), ("renew_loan", {"loan_id": "L1"})]
+    ):
+        call = {"id": f"c{index}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append(tools.openai_chat(call, messages))
+    assert renewed == []
+    return [m["content"] for m in messages if m["role"] == "tool"]
+
+
+def test_a_loan_read_as_plain_text_is_no_fact_and_the_block_says_why(domain: Path) -> None:
+    """The guide's promise: the message says the result is not JSON, not just 'call get_loan first'."""
+    member = {"member_id": "M1", "fines": 0}
+    contents = _loop(domain, lambda member_id: member, lambda loan_id: f"Loan {loan_id}, due 2999-01-10")
+    assert "the get_loan result is not JSON" in contents[-1]
+
+
+def test_someone_elses_loan_and_unpaid_fines_are_blocked_naming_the_rules(domain: Path) -> None:
+    member = {"member_id": "M1", "fines": 12}
+    loan = {"loan_id": "L1", "member_id": "M2", "due": "2999-01-10", "renewals": 0}
+    contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
+    assert "(requirement own-loan)" in contents[-1] and "(requirement fines-paid)" in contents[-1]
+
+
+def test_an_overdue_loan_is_blocked(domain: Path) -> None:
+    member = {"member_id": "M1", "fines": 0}
+    loan = {"loan_id": "L1", "member_id": "M1", "due": "2000-01-10", "renewals": 0}
+    contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
+    assert "(requirement not-overdue)" in contents[-1]
