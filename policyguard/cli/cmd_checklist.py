@@ -24,7 +24,9 @@ _TOOLS_HELP = (
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("checklist", help="print the checklist schema, validate or show a checklist")
+    parser = subparsers.add_parser(
+        "checklist", help="print the checklist schema, start (init), validate or show a checklist"
+    )
     sub = parser.add_subparsers(dest="checklist_command", metavar="SUBCOMMAND", required=True)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of checklist files")
