@@ -65,7 +65,7 @@ from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from .cel import CelError, CheckProgram, compile_check
-from .checklist import Checklist, FactSource
+from .checklist import Checklist, FactSource, PrincipalSource
 from .limits import call_problem, value_problem
 from .messages import CallSite, HasToolResults, ToolCall, ToolResult
 
@@ -174,15 +174,43 @@ def calls_before(trajectory: HasToolResults, call: ToolCall) -> list[CallSite]:
     return sites
 
 
-def principal_missing(checklist: Checklist) -> str:
-    """Why a check that reads an absent principal cannot be judged, and what to do."""
+def principal_missing(checklist: Checklist, trajectory: HasToolResults | None = None) -> str:
+    """Why a check that reads an absent principal cannot be judged, and what to do.
+
+    When the lookup was made, the reason names what was wrong with its newest
+    result (failed, not JSON, no user id, another user's record), so an agent
+    does not repeat a lookup that cannot authenticate anyone.
+    """
     source = checklist.principal
     if source is None:
         return "authenticate the user first: no user is authenticated and the checklist names no lookup"
+    why = ""
+    if trajectory is not None:
+        tried = [_principal_of(site, source)[1] for site in trajectory.call_sites() if site.call.name == source.tool]
+        if tried:
+            why = f" (the last {source.tool} call did not authenticate anyone: {tried[-1]})"
     return (
         f"authenticate the user first: call {source.tool}({source.field}=...) for the user's own account "
-        "and get a successful result"
+        f"and get a successful result{why}"
     )
+
+
+def _principal_of(site: CallSite, source: PrincipalSource) -> tuple[str | None, str]:
+    """The user id one lookup authenticates, or None and why it authenticates nobody."""
+    result = site.result
+    if result is None:
+        return None, "it has no result yet"
+    if result.is_error:
+        return None, "it failed"
+    parsed, problem = result.json_problem()
+    if problem is not None:
+        return None, f"its result is {problem}"
+    value = parsed.get(source.field) if isinstance(parsed, dict) else None
+    if not isinstance(value, str) or not value:
+        return None, f"its result has no {source.field!r}"
+    if site.call.arguments.get(source.field, value) != value:
+        return None, "it returned another user's record"
+    return value, ""
 
 
 def _resolve_one(
@@ -421,19 +449,10 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
     if source is None:
         return None
     for site in trajectory.call_sites():
-        result = site.result
-        if site.call.name != source.tool or result is None or result.is_error:
-            continue
-        parsed, problem = result.json_problem()
-        if problem is not None or not isinstance(parsed, dict):
-            continue
-        value = parsed.get(source.field)
-        if not isinstance(value, str) or not value:
-            continue
-        asked = site.call.arguments.get(source.field, value)
-        if asked != value:
-            continue
-        return value
+        if site.call.name == source.tool:
+            value, _ = _principal_of(site, source)
+            if value is not None:
+                return value
     return None
 
 

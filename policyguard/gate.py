@@ -251,7 +251,7 @@ class HardGate:
     ) -> tuple[str, str] | None:
         """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
         if principal is None and req.id in self._reads_principal:
-            reason = principal_missing(self._checklist)
+            reason = principal_missing(self._checklist, trajectory)
             return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
         for fact in sorted(program.fact_names()):
             if fact in facts.missing:

@@ -71,6 +71,24 @@ def test_without_a_principal_the_block_says_to_authenticate_first(retail: Checkl
     assert "authenticate the user first: call get_user_details(user_id=...)" in (decision.message or "")
 
 
+@pytest.mark.parametrize(
+    ("result", "is_error", "why"),
+    [
+        ("Error: User not found", True, "it failed"),
+        ("noah_brown_6181", False, "its result is not JSON"),
+        ({"name": {"first_name": "Noah"}}, False, "its result has no 'user_id'"),
+        ({"user_id": "james_li_5688"}, False, "it returned another user's record"),
+    ],
+)
+def test_the_block_says_why_the_lookup_that_was_made_authenticates_nobody(
+    retail: Checklist, result: Any, is_error: bool, why: str
+) -> None:
+    """An agent told only "call get_user_details" would repeat a lookup that cannot work; say what was wrong."""
+    context = CheckContext(checklist=retail, policy_text="", now=NOW)
+    decision = HardGate(retail).check(modify_address(None), lookup(result, is_error=is_error), context)
+    assert f"(the last get_user_details call did not authenticate anyone: {why})" in (decision.message or "")
+
+
 def test_a_lookup_of_the_user_authenticates_them(retail: Checklist) -> None:
     trajectory = lookup({"user_id": "noah_brown_6181", "name": {"first_name": "Noah"}})
     assert resolve_principal(retail, trajectory, None) == "noah_brown_6181"
