@@ -94,6 +94,11 @@ class Decision(BaseModel):
         default_factory=list,
         description="Verifier MET judgements rejected by the evidence check (counted as NOT_MET), one line each.",
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="How an integrator's setting weakened fail-closed for this call (advisory mode let a BLOCK "
+        "through; no gate and no verifier checked it), one line each.",
+    )
 
     @classmethod
     def allow(cls, stage: Stage, **fields: object) -> Decision:

@@ -20,14 +20,15 @@
 Any block wins. A chain that ends on escalate blocks, unless the guard was built
 with ``allow_unverified=True`` (gate-only runs such as ``--model none``), in
 which case the unjudged requirements are listed as UNVERIFIED. In advisory mode
-(``strict=False``) a BLOCK verdict is recorded but the call is allowed; a halt
-is never softened.
+(``strict=False``) a BLOCK verdict is recorded but the call is allowed, even
+one whose verifier failed; a halt is never softened. Such an allow, and one
+made with no gate and no verifier, carries a line in ``Decision.warnings``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -36,7 +37,8 @@ from .checklist import Checklist, load_checklist
 from .counters import Counters, CounterSnapshot
 from .decision import Decision, RequirementResult, Usage
 from .effects import approval_problem, effect_problem
-from .errors import ConfigError
+from .errors import ChecklistError, ConfigError
+from .inputs import as_call, as_trajectory
 from .limits import call_problem
 from .messages import Message, ToolCall, Trajectory
 from .stages import CheckContext, Gate, Verifier
@@ -109,30 +111,44 @@ class Guard:
 
         ``model="none"`` runs only the deterministic gate and reports model-judged
         requirements as UNVERIFIED. Any other spec goes through
-        :func:`policyguard.resolve_model`.
+        :func:`policyguard.resolve_model`, which refuses a provider model whose
+        API key is not set.
+
+        Every problem with a file (missing, unreadable, not UTF-8, a checklist
+        pinned to another policy, a scripted model file, the trace file) raises
+        a :class:`PolicyGuardError` subclass whose message names the file.
         """
         from .gate import HardGate
         from .models import resolve_model
 
         loaded = load_checklist(checklist)
-        policy_text = Path(policy).read_text(encoding="utf-8")
+        policy_text = _read_policy(Path(policy))
         backend = resolve_model(model)
         verifier: Verifier | None = None
         if backend is not None:
             from .verifier import LLMVerifier
 
             verifier = LLMVerifier(backend, mode=mode)  # type: ignore[arg-type]
-        return cls(
-            loaded,
-            policy_text,
-            gate=HardGate(loaded) if use_gate else None,
-            verifier=verifier,
-            strict=strict,
-            allow_unverified=backend is None,
-            trace=Trace(trace_path) if trace_path else None,
-            principal=principal,
-            unknown_tools=unknown_tools,
-        )
+        try:
+            trace = Trace(trace_path) if trace_path else None
+        except OSError as exc:
+            raise ConfigError(f"{trace_path}: cannot open the trace file: {exc.strerror or exc}") from None
+        try:
+            return cls(
+                loaded,
+                policy_text,
+                gate=HardGate(loaded) if use_gate else None,
+                verifier=verifier,
+                strict=strict,
+                allow_unverified=backend is None,
+                trace=trace,
+                principal=principal,
+                unknown_tools=unknown_tools,
+            )
+        except ChecklistError as exc:  # the policy pin: name the files, not "<checklist>"
+            if exc.file is not None:
+                raise
+            raise ChecklistError(f"{exc.message} ({policy})", file=str(checklist), field=exc.field) from None
 
     # -- public API ---------------------------------------------------------
 
@@ -148,8 +164,18 @@ class Guard:
             principal=self.principal,
         )
 
-    def check(self, call: ToolCall, trajectory: Trajectory) -> Decision:
-        """Decide one pending call. Thread-safe."""
+    def check(self, call: ToolCall | Mapping[str, Any], trajectory: Trajectory | Sequence[Any]) -> Decision:
+        """Decide one pending call. Thread-safe.
+
+        ``trajectory`` is a :class:`Trajectory` or a plain list of OpenAI Chat
+        messages, OpenAI Responses items or Anthropic messages (format detected,
+        read by :func:`policyguard.formats.to_trajectory`); ``call`` is a
+        :class:`ToolCall` or one provider tool call dict. Any other type raises
+        ``TypeError`` naming what to pass, and a list that cannot be read raises
+        :class:`~policyguard.errors.FormatError`: a wrong argument is never a
+        silent BLOCK.
+        """
+        call, trajectory = as_call(call), as_trajectory(trajectory)
         started = time.perf_counter()
         ids = _ids(call)
         context, first = self._begin(call, trajectory, ids)
@@ -161,8 +187,9 @@ class Guard:
             second = _verifier_crash(exc, ids)
         return self._finish(call, _merge(first, second), started, ids)
 
-    async def acheck(self, call: ToolCall, trajectory: Trajectory) -> Decision:
-        """Async :meth:`check`: the verifier call is awaited, the gate runs inline."""
+    async def acheck(self, call: ToolCall | Mapping[str, Any], trajectory: Trajectory | Sequence[Any]) -> Decision:
+        """Async :meth:`check` (same inputs): the verifier call is awaited, the gate runs inline."""
+        call, trajectory = as_call(call), as_trajectory(trajectory)
         started = time.perf_counter()
         ids = _ids(call)
         context, first = self._begin(call, trajectory, ids)
@@ -331,7 +358,7 @@ class Guard:
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
-        decision = decision.model_copy(update=ids)
+        decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
         if decision.outcome == "allow" and self.grants is not None:
             token = self.grants.issue(
                 call,
@@ -343,6 +370,24 @@ class Guard:
         self._count(decision, advisory)
         self._record(decision, advisory, time.perf_counter() - started, ids)
         return decision
+
+    def _weakened(self, decision: Decision, advisory: bool) -> list[str]:
+        """Why this allow is not the fail-closed guarantee: settings the integrator chose, said on every call."""
+        if advisory and decision.stage in ("verifier_error", "gate_error"):
+            return [
+                f"advisory mode (strict=False) allowed this call although its policy check failed ({decision.stage}): "
+                "nothing judged it"
+            ]
+        if advisory:
+            return [f"advisory mode (strict=False) allowed this call although the guard blocked it ({decision.stage})"]
+        if (
+            decision.outcome == "allow"
+            and decision.stage != "read_only"
+            and self.gate is None
+            and self.verifier is None
+        ):
+            return ["no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"]
+        return []
 
     def _count(self, decision: Decision, advisory: bool) -> None:
         if decision.stage == "read_only":
@@ -393,6 +438,16 @@ class Guard:
             cost_usd=usage.cost_usd,
             resolver_reads=decision.resolver_reads,
         )
+
+
+def _read_policy(path: Path) -> str:
+    """The policy text; a missing or unreadable file is a :class:`ConfigError` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the policy: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: the policy is not UTF-8 text: {exc}") from None
 
 
 def remediation_message(call: ToolCall, decision: Decision) -> Message:

@@ -348,6 +348,7 @@ class LLMVerifier:
     def verify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         """Judge ``call``; every failure is a ``verifier_error`` BLOCK."""
         usage = Usage()
+        answered_by: str | None = None  # the model (a scripted file's step) whose answer is being judged
         try:
             prepared = self.prepare(call, trajectory, context)
             request = prepared.request
@@ -363,14 +364,16 @@ class LLMVerifier:
                     time.sleep(delay)
                     continue
                 usage = usage + _response_usage(response, time.perf_counter() - started)
+                answered_by = response.model
                 return self._decide(response.text, call, context, usage, prepared.view)
             raise AssertionError("unreachable: the retry loop always returns or raises")
         except Exception as exc:  # fail closed: nothing below this line may become PASS
-            return self._failure(call, exc, usage)
+            return self._failure(call, exc, usage, answered_by)
 
     async def averify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         """Async :meth:`verify`, with ``timeout_s`` enforced by ``asyncio.wait_for``."""
         usage = Usage()
+        answered_by: str | None = None  # the model (a scripted file's step) whose answer is being judged
         try:
             prepared = self.prepare(call, trajectory, context)
             request = prepared.request
@@ -389,10 +392,11 @@ class LLMVerifier:
                     await asyncio.sleep(delay)
                     continue
                 usage = usage + _response_usage(response, time.perf_counter() - started)
+                answered_by = response.model
                 return self._decide(response.text, call, context, usage, prepared.view)
             raise AssertionError("unreachable: the retry loop always returns or raises")
         except Exception as exc:  # fail closed
-            return self._failure(call, exc, usage)
+            return self._failure(call, exc, usage, answered_by)
 
     def _retry_delay(self, exc: ModelError, attempt: int) -> float | None:
         if exc.kind not in RETRYABLE or attempt >= self.retries:
@@ -444,11 +448,12 @@ class LLMVerifier:
             return Decision.block("verifier", remediation, inconsistency=inconsistency, **fields)
         return Decision.allow("verifier", inconsistency=inconsistency, **fields)
 
-    def _failure(self, call: ToolCall, exc: BaseException, usage: Usage) -> Decision:
+    def _failure(self, call: ToolCall, exc: BaseException, usage: Usage, answered_by: str | None = None) -> Decision:
+        source = f" (answer from {answered_by})" if answered_by else ""
         return Decision.block(
             "verifier_error",
             FAILURE_MESSAGE,
-            error=_describe(exc),
+            error=_describe(exc) + source,
             call_id=call.id,
             tool=call.name,
             args_sha256=call.args_sha256,
@@ -513,6 +518,8 @@ def _response_usage(response: ModelResponse, latency_s: float) -> Usage:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, ModelError):
         return f"ModelError({exc.kind}): {exc}"
+    if isinstance(exc, _Failure):
+        return f"unusable answer: {exc}"
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -2,18 +2,25 @@
 
 Commands are discovered from modules in this package: ``cmd_*`` modules add
 top-level commands, ``bench_*`` modules add ``policyguard bench`` sub-commands.
-Exit codes: 0 PASS/ok, 1 BLOCK or violations found, 2 bad input, 3 inconclusive.
+Exit codes: 0 PASS/ok, 1 BLOCK or violations found, 2 bad input (one
+``policyguard: error:`` line on stderr naming the file or setting), 3
+inconclusive, 141 the reader of stdout went away (``verify | head``), as for a
+process ended by SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from ..errors import PolicyGuardError
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head`
 
 
 def _modules(prefix: str) -> list[str]:
@@ -24,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="policyguard", description="Enforce company policy on LLM agents at the tool boundary."
     )
+    parser.add_argument("--version", action="version", version=f"policyguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _modules("cmd_"):
         importlib.import_module(f"{__name__}.{name}").register(sub)
@@ -41,10 +49,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
     except PolicyGuardError as exc:
         print(f"policyguard: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again (Python's documented recipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout with no file descriptor (tests, embedding)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

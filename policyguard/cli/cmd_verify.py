@@ -36,8 +36,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     parser.add_argument("--mode", choices=MODES, default="checklist", help="verifier input regime")
     parser.add_argument("--format", choices=FORMATS, default="auto", help="message format of --trajectory")
-    parser.add_argument("--no-gate", action="store_true", help="skip the deterministic gate (verifier only)")
-    parser.add_argument("--advisory", action="store_true", help="log a BLOCK verdict but let the call run")
+    parser.add_argument(
+        "--no-gate",
+        action="store_true",
+        help="skip the deterministic gate (verifier only); with --model none nothing is checked (warned on stderr)",
+    )
+    parser.add_argument(
+        "--advisory",
+        action="store_true",
+        help="record a BLOCK verdict, even a failed verifier, but let the call run (warned on stderr and in "
+        "the Decision's warnings); the exit code still says BLOCK",
+    )
     parser.add_argument("--trace", type=Path, default=None, help="append the audit trace to this JSONL file")
     parser.add_argument(
         "--unknown-tools",
@@ -146,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
     if args.print_prompt:
         return print_prompt(guard, call, trajectory, args.mode)
     decision = guard.check(call, trajectory)
+    for warning in decision.warnings:  # stdout holds only the JSON; the weakening is said where a person looks
+        print(f"policyguard: WARNING: {warning}", file=sys.stderr)
     payload = decision.model_dump(mode="json", exclude_none=True)
     payload["unverified"] = decision.unverified
     json.dump(payload, sys.stdout, indent=2)

@@ -22,6 +22,10 @@ def resolve_model(spec: str) -> Model | None:
     * ``openai-sdk:MODEL`` / ``anthropic-sdk:MODEL`` - the direct SDK backends
       (extras ``openai`` / ``anthropic``);
     * ``litellm:MODEL`` or a bare ``MODEL`` (e.g. ``openai/gpt-4.1-mini``) - LiteLLM.
+
+    A provider model whose API key is not in the environment is a
+    :class:`ConfigError` naming the variable (``OPENAI_API_KEY``...), raised
+    here rather than at the first call.
     """
     spec = spec.strip()
     if not spec:
@@ -34,11 +38,17 @@ def resolve_model(spec: str) -> Model | None:
     if rest and prefix == "openai-sdk":
         from .openai_backend import OpenAIModel
 
-        return OpenAIModel(rest)
+        openai_model = OpenAIModel(rest)
+        openai_model.check_environment()
+        return openai_model
     if rest and prefix == "anthropic-sdk":
         from .anthropic_backend import AnthropicModel
 
-        return AnthropicModel(rest)
+        anthropic_model = AnthropicModel(rest)
+        anthropic_model.check_environment()
+        return anthropic_model
     from .litellm_backend import LiteLLMModel
 
-    return LiteLLMModel(rest if rest and prefix == "litellm" else spec)
+    model = LiteLLMModel(rest if rest and prefix == "litellm" else spec)
+    model.check_environment()
+    return model

@@ -33,6 +33,8 @@ def cache_marked(parts: list[PromptPart]) -> set[int]:
 class AnthropicModel(SDKModel):
     """A :class:`policyguard.models.Model` on the Anthropic Messages API."""
 
+    key_vars = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
     def __init__(
         self,
         model: str,

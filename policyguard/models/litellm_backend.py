@@ -2,7 +2,14 @@
 
 LiteLLM is imported inside the methods (it is slow to import and sets up
 logging), always with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it reads its
-bundled price table instead of fetching one. No LiteLLM global is set.
+bundled price table instead of fetching one. The one LiteLLM global set, when
+this backend first imports it, is ``suppress_debug_info``: LiteLLM otherwise
+prints "Give Feedback / Get Help" banners on stdout, where the CLI writes JSON.
+
+* Keys: :meth:`LiteLLMModel.check_environment` (called by
+  :func:`policyguard.resolve_model`) fails with a :class:`ConfigError` naming
+  the variable (``OPENAI_API_KEY``...) before any call. An authentication
+  failure at call time is the ``auth`` kind, which the verifier never retries.
 
 * Structured output: a ``json_schema`` ``response_format`` when
   ``litellm.supports_response_schema`` says the model has it; otherwise the
@@ -21,7 +28,7 @@ import time
 from typing import Any
 
 from ..decision import Usage
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 from .anthropic_backend import EPHEMERAL, cache_marked
 from .base import ModelRequest, ModelResponse
 from .pricing import cost_usd
@@ -32,7 +39,12 @@ def _litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    litellm.suppress_debug_info = True  # its help banners go to stdout, where the CLI prints JSON
     return litellm
+
+
+# Options that authenticate a call without the provider's environment variable, or make no real call.
+_AUTH_OPTIONS = ("api_key", "azure_ad_token", "azure_ad_token_provider", "mock_response")
 
 
 def is_claude(model: str) -> bool:
@@ -48,6 +60,29 @@ class LiteLLMModel:
         self.name = model
         self.model = model
         self.completion_kwargs = completion_kwargs
+
+    def check_environment(self) -> None:
+        """Fail with a :class:`ConfigError` naming the API key variable the provider needs and lacks.
+
+        Only ``*_API_KEY`` variables are required here: base URLs and cloud
+        credentials (AWS, Vertex) have other sources LiteLLM resolves itself.
+        Passing ``api_key=`` (or ``mock_response=``) to the constructor skips it.
+        """
+        if any(option in self.completion_kwargs for option in _AUTH_OPTIONS):
+            return
+        try:
+            info = _litellm().validate_environment(model=self.model, api_base=self.completion_kwargs.get("api_base"))
+        except Exception:  # a provider LiteLLM cannot judge: the call will say
+            return
+        if info.get("keys_in_environment", True):
+            return
+        missing = [str(key) for key in info.get("missing_keys", [])]
+        keys = [key for key in missing if key.endswith("_API_KEY")]
+        if keys:
+            raise ConfigError(
+                f"model {self.model!r} needs {' or '.join(keys)} in the environment (not set); "
+                "set it, or use --model none for the gate alone"
+            )
 
     def supports_schema(self) -> bool:
         """Whether LiteLLM knows the model to accept a JSON schema (False when unsure)."""
@@ -133,6 +168,8 @@ def map_litellm_error(exc: Exception) -> ModelError:
     if isinstance(exc, ModelError):
         return exc
     litellm = _litellm()
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or _missing_credentials(exc):
+        return ModelError("auth", str(exc))
     if isinstance(exc, litellm.Timeout):
         return ModelError("timeout", str(exc))
     if isinstance(exc, litellm.RateLimitError):
@@ -141,8 +178,6 @@ def map_litellm_error(exc: Exception) -> ModelError:
         return ModelError("server", f"connection error: {exc}")
     if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError, litellm.BadGatewayError)):
         return ModelError("server", str(exc))
-    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
-        return ModelError("auth", str(exc))
     if isinstance(exc, (litellm.BadRequestError, litellm.NotFoundError, litellm.UnprocessableEntityError)):
         return ModelError("bad_request", str(exc))
     status = getattr(exc, "status_code", None)
@@ -151,3 +186,9 @@ def map_litellm_error(exc: Exception) -> ModelError:
     if isinstance(exc, TimeoutError):
         return ModelError("timeout", str(exc))
     return ModelError("other", f"{type(exc).__name__}: {exc}")
+
+
+def _missing_credentials(exc: Exception) -> bool:
+    """LiteLLM reports an OpenAI call without a key as a 500 "Missing credentials": it is an auth failure."""
+    text = str(exc).lower()
+    return "missing credentials" in text or ("api key" in text and "missing" in text)

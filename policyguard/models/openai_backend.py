@@ -24,6 +24,8 @@ __all__ = ["OpenAIModel", "error_kind_for_status", "json_instruction", "map_open
 class OpenAIModel(SDKModel):
     """A :class:`policyguard.models.Model` on OpenAI Chat Completions."""
 
+    key_vars = ("OPENAI_API_KEY",)
+
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments sent to ``chat.completions.create``."""
         messages = [{"role": part.role, "content": part.content} for part in request.parts]

@@ -8,11 +8,12 @@ response; this class does the rest, the same way for sync and async calls.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from typing import Any
 
-from ..errors import ModelError, ModelErrorKind
+from ..errors import ConfigError, ModelError, ModelErrorKind
 from .base import ModelRequest, ModelResponse
 
 
@@ -56,6 +57,8 @@ def map_sdk_error(exc: Exception, sdk: Any) -> ModelError:
         return ModelError(error_kind_for_status(exc.status_code), str(exc))
     if isinstance(exc, TimeoutError):
         return ModelError("timeout", str(exc))
+    if isinstance(exc, TypeError) and "authentication" in str(exc).lower():  # anthropic: no key, no token
+        return ModelError("auth", str(exc))
     return ModelError("other", f"{type(exc).__name__}: {exc}")
 
 
@@ -65,8 +68,13 @@ class SDKModel:
     ``client`` / ``async_client`` may be injected (tests pass fakes); without an
     async client, :meth:`acomplete` runs the sync call in a worker thread. The
     default clients are built on first use with ``max_retries=0``: retrying is
-    the caller's job (the verifier retries within its own budget).
+    the caller's job (the verifier retries within its own budget). A default
+    client needs one of ``key_vars`` in the environment: :meth:`check_environment`
+    (called by :func:`policyguard.resolve_model`) says so up front, and a call
+    without one fails as the ``auth`` kind, which is never retried.
     """
+
+    key_vars: tuple[str, ...] = ()
 
     def __init__(self, model: str, client: Any = None, *, async_client: Any = None, **create_kwargs: Any) -> None:
         self.name = model
@@ -96,6 +104,23 @@ class SDKModel:
 
     # -- the shared part ----------------------------------------------------
 
+    def missing_key(self) -> str | None:
+        """The variable(s) a default client would need and the environment lacks, or None."""
+        if self._client is not None or self._async_client is not None or not self.key_vars:
+            return None
+        if any(os.environ.get(name) for name in self.key_vars):
+            return None
+        return " or ".join(self.key_vars)
+
+    def check_environment(self) -> None:
+        """Fail with a :class:`ConfigError` naming the key variable when no client can authenticate."""
+        missing = self.missing_key()
+        if missing is not None:
+            raise ConfigError(
+                f"model {self.model!r} needs {missing} in the environment (not set); "
+                "set it, or use --model none for the gate alone"
+            )
+
     def complete(self, request: ModelRequest) -> ModelResponse:
         payload = self.payload(request)
         started = time.perf_counter()
@@ -120,6 +145,7 @@ class SDKModel:
     def _sync_client(self) -> Any:
         with self._lock:
             if self._client is None:
+                self._raise_without_key()
                 self._client = self._new_client(asynchronous=False)
             return self._client
 
@@ -127,5 +153,11 @@ class SDKModel:
         """The async client; None when only a sync client was injected (then a thread is used)."""
         with self._lock:
             if self._async_client is None and self._client is None:
+                self._raise_without_key()
                 self._async_client = self._new_client(asynchronous=True)
             return self._async_client
+
+    def _raise_without_key(self) -> None:
+        missing = self.missing_key()
+        if missing is not None:
+            raise ModelError("auth", f"{missing} is not set")

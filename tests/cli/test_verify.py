@@ -258,3 +258,88 @@ def test_duplicate_call_ids_name_both_messages(files, capsys):  # type: ignore[n
     code, _ = run(files, REFUND_50, "--model", "none")
     line = _one_line_error(code, capsys.readouterr().err, files["trajectory"])
     assert "call id 'r1'" in line and "message 2 and message 4" in line
+
+
+# ---------------------------------------------------------------- errors and exit codes that tell the truth
+
+
+def test_a_model_without_its_key_exits_2_naming_the_variable_and_prints_no_json(files, capsys, monkeypatch):  # type: ignore[no-untyped-def]
+    """Once: LiteLLM banners on stdout, three retried 'server' errors, then BLOCK exit 1 like a policy block."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code, _ = run(files, REFUND_50, "--model", "openai/gpt-4.1-mini")
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    [line] = captured.err.strip().splitlines()
+    assert "OPENAI_API_KEY" in line and line.startswith("policyguard: error:")
+
+
+def test_a_missing_scripted_model_file_exits_2_naming_it(files, capsys):  # type: ignore[no-untyped-def]
+    missing = files["dir"] / "no-such-model.json"
+    code, _ = run(files, REFUND_50, "--model", f"scripted:{missing}")
+    _one_line_error(code, capsys.readouterr().err, missing)
+
+
+def test_a_policy_mismatch_names_the_checklist_and_policy_files(files, capsys):  # type: ignore[no-untyped-def]
+    files["policy"].write_text(POLICY + "Also, refunds are free for all.\n")
+    code, _ = run(files, REFUND_50, "--model", "none")
+    line = _one_line_error(code, capsys.readouterr().err, files["checklist"])
+    assert "<checklist>" not in line and str(files["policy"]) in line
+
+
+def test_version_prints_the_package_version(capsys):  # type: ignore[no-untyped-def]
+    from policyguard import __version__
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"policyguard {__version__}"
+
+
+def test_a_closed_stdout_ends_quietly_with_the_sigpipe_code(files, monkeypatch, capsys):  # type: ignore[no-untyped-def]
+    """`verify | head` once ended in a BrokenPipeError traceback."""
+    import io
+    import sys
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    code, _ = run(files, REFUND_50, "--model", "none")
+    assert code == 141
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_verify_into_a_pipe_closed_early_prints_no_traceback(files):  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+
+    call_path = files["dir"] / "call.json"
+    call_path.write_text(json.dumps(REFUND_50))
+    argv = [sys.executable, "-m", "policyguard", "verify", "--policy", str(files["policy"])]
+    argv += ["--checklist", str(files["checklist"]), "--trajectory", str(files["trajectory"]), "--call", str(call_path)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader goes away before the JSON is written, as `| head -0` would
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_advisory_with_a_failed_verifier_warns_on_stderr_and_in_the_decision(files, capsys):  # type: ignore[no-untyped-def]
+    model = scripted(files, [{"error": "timeout"}] * 3)
+    code, _ = run(files, REFUND_50, "--model", model, "--advisory")
+    captured = capsys.readouterr()
+    decision = json.loads(captured.out)
+    assert code == 1 and decision["outcome"] == "allow" and decision["stage"] == "verifier_error"
+    assert decision["warnings"] and "nothing judged it" in decision["warnings"][0]
+    assert "policyguard: WARNING: advisory mode" in captured.err
+
+
+def test_no_gate_and_no_model_warns_that_nothing_was_checked(files, capsys):  # type: ignore[no-untyped-def]
+    code, _ = run(files, REFUND_90, "--model", "none", "--no-gate")
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["outcome"] == "allow"
+    assert "policyguard: WARNING: no gate and no verifier" in captured.err

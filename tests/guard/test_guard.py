@@ -243,3 +243,170 @@ def test_arguments_mutated_after_a_decision_change_the_hash() -> None:
     before = call.args_sha256
     call.arguments["amount"] = 51  # the dict inside a frozen model is still mutable
     assert call.args_sha256 != before
+
+
+# ---------------------------------------------------------------- files: every error is a PolicyGuardError naming the file
+
+FILE_POLICY = "Refunds need a read of the order first.\n"
+
+
+def _files(tmp_path):  # type: ignore[no-untyped-def]
+    from policyguard.canonical import policy_version
+
+    policy = tmp_path / "policy.md"
+    policy.write_text(FILE_POLICY)
+    checklist = tmp_path / "checklist.yaml"
+    checklist.write_text(
+        f'policy: {{name: refunds, version: "{policy_version(FILE_POLICY)}"}}\n'
+        "tools:\n  get_order: {mutating: false}\n  issue_refund:\n    requirements:\n"
+        "      - {id: read-order, text: The order was read first., kind: procedural,"
+        " source: Refunds need a read of the order first.}\n"
+    )
+    return policy, checklist
+
+
+@pytest.mark.parametrize("which", ["policy", "checklist", "model", "trace"])
+def test_from_files_names_a_missing_file_in_a_policyguard_error(tmp_path, which):  # type: ignore[no-untyped-def]
+    """Guard.from_files once raised FileNotFoundError for a missing policy, though errors derive from PolicyGuardError."""
+    from policyguard import PolicyGuardError
+
+    policy, checklist = _files(tmp_path)
+    missing = tmp_path / "nowhere" / f"missing-{which}"
+    kwargs = {"policy": policy, "checklist": checklist}
+    if which in ("policy", "checklist"):
+        kwargs[which] = missing
+    elif which == "model":
+        kwargs["model"] = f"scripted:{missing}"
+    else:
+        (tmp_path / "nowhere").write_text("a file where the trace's directory should be")
+        kwargs["trace_path"] = missing
+    with pytest.raises(PolicyGuardError, match="missing-" + which):
+        Guard.from_files(**kwargs)  # type: ignore[arg-type]
+
+
+def test_from_files_names_the_checklist_and_policy_on_a_version_mismatch(tmp_path):  # type: ignore[no-untyped-def]
+    policy, checklist = _files(tmp_path)
+    policy.write_text(FILE_POLICY + "Refunds are free.\n")
+    with pytest.raises(ChecklistError) as caught:
+        Guard.from_files(policy=policy, checklist=checklist)
+    assert caught.value.file == str(checklist) and str(policy) in str(caught.value)
+    assert "<checklist>" not in str(caught.value)
+
+
+# ---------------------------------------------------------------- inputs: plain provider shapes, or a TypeError
+
+CHAT = [
+    {"role": "user", "content": "Refund O1 please."},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "O1"}'}}]},
+    {"role": "tool", "tool_call_id": "c0", "content": '{"order_id": "O1", "captured": 80}'},
+]  # fmt: skip
+ANTHROPIC = [
+    {"role": "user", "content": "Refund O1 please."},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "c0", "name": "get_order", "input": {"order_id": "O1"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c0", "content": '{"order_id": "O1"}'}]},
+]  # fmt: skip
+RESPONSES = [
+    {"role": "user", "content": "Refund O1 please."},
+    {"type": "function_call", "call_id": "c0", "name": "get_order", "arguments": '{"order_id": "O1"}'},
+    {"type": "function_call_output", "call_id": "c0", "output": '{"order_id": "O1"}'},
+]
+
+
+@pytest.mark.parametrize("messages", [CHAT, ANTHROPIC, RESPONSES], ids=["chat", "anthropic", "responses"])
+def test_a_plain_provider_message_list_is_judged_like_its_trajectory(checklist, policy_text, messages):  # type: ignore[no-untyped-def]
+    """A list of dicts once crashed the gate into a generic gate_error BLOCK while read-only calls passed."""
+    from policyguard.formats import to_trajectory
+
+    plain, _, verifier = make(checklist, policy_text, gate="escalate", verifier="pass")
+    wrapped, _, _ = make(checklist, policy_text, gate="escalate", verifier="pass")
+    decision = plain.check(REFUND, messages)
+    assert decision.outcome == "allow" and decision.stage == "verifier"
+    assert verifier is not None and len(verifier.calls) == 1
+    same = wrapped.check(REFUND, to_trajectory(messages))
+    assert (decision.outcome, decision.stage, decision.requirements) == (same.outcome, same.stage, same.requirements)
+    assert asyncio.run(plain.acheck(REFUND, messages)).stage == "verifier"
+
+
+def test_a_real_gate_reads_facts_from_a_plain_chat_list(checklist, policy_text):  # type: ignore[no-untyped-def]
+    from policyguard.gate import HardGate
+
+    guard = Guard(checklist, policy_text, gate=HardGate(checklist), verifier=FakeVerifier("pass"))
+    assert guard.check(REFUND, CHAT).stage != "gate_error"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"id": "c1", "type": "function", "function": {"name": "issue_refund", "arguments": '{"order_id": "O1", "amount": 50}'}},
+        {"type": "tool_use", "id": "c1", "name": "issue_refund", "input": {"order_id": "O1", "amount": 50}},
+        {"type": "function_call", "call_id": "c1", "name": "issue_refund", "arguments": '{"order_id": "O1", "amount": 50}'},
+        {"id": "c1", "name": "issue_refund", "arguments": {"order_id": "O1", "amount": 50}},
+    ],
+    ids=["chat", "anthropic", "responses", "own shape"],
+)  # fmt: skip
+def test_a_call_given_as_a_provider_dict_is_read(checklist, policy_text, call):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text)
+    decision = guard.check(call, CHAT)
+    assert decision.allowed and decision.tool == "issue_refund" and decision.args_sha256 == REFUND.args_sha256
+
+
+@pytest.mark.parametrize(
+    ("call", "trajectory", "hint"),
+    [
+        (REFUND, {"messages": CHAT}, "trajectory is a dict"),
+        (REFUND, "user: refund O1", "trajectory is a str"),
+        (REFUND, None, "trajectory is a NoneType"),
+        ("issue_refund", EMPTY, "call is a str"),
+        ({"tool": "issue_refund"}, EMPTY, "is not a tool call"),
+    ],
+)
+def test_a_wrong_input_type_raises_a_type_error_naming_what_to_pass(checklist, policy_text, call, trajectory, hint):  # type: ignore[no-untyped-def]
+    guard, gate, _ = make(checklist, policy_text)
+    with pytest.raises(TypeError, match=hint) as caught:
+        guard.check(call, trajectory)
+    assert "pass a policyguard." in str(caught.value)
+    with pytest.raises(TypeError, match=hint):
+        asyncio.run(guard.acheck(call, trajectory))
+    assert gate is not None and gate.calls == []
+
+
+def test_an_unreadable_message_list_raises_a_format_error_not_a_block(checklist, policy_text):  # type: ignore[no-untyped-def]
+    from policyguard import FormatError
+
+    guard, _, _ = make(checklist, policy_text)
+    with pytest.raises(FormatError):
+        guard.check(REFUND, [{"role": "wizard", "content": "?"}])
+
+
+# ---------------------------------------------------------------- weakened fail-closed is said in the Decision
+
+
+def test_advisory_mode_allows_a_failed_verifier_and_says_so(checklist, policy_text):  # type: ignore[no-untyped-def]
+    """Advisory mode never enforces, so a verifier failure goes ahead too: loudly, in the Decision."""
+    guard, _, _ = make(checklist, policy_text, verifier="raise", strict=False)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.allowed and decision.stage == "verifier_error" and decision.verdict == "BLOCK"
+    [warning] = decision.warnings
+    assert "advisory" in warning and "verifier_error" in warning and "nothing judged it" in warning
+
+
+def test_advisory_mode_says_it_let_a_block_through(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, verifier="block", strict=False)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.allowed and decision.warnings and "advisory" in decision.warnings[0]
+
+
+def test_no_gate_and_no_verifier_allows_with_a_warning(checklist, policy_text):  # type: ignore[no-untyped-def]
+    guard, _, _ = make(checklist, policy_text, gate=None, verifier=None, allow_unverified=True)
+    decision = guard.check(REFUND, EMPTY)
+    assert decision.allowed and decision.warnings == [
+        "no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"
+    ]
+    assert guard.check(READ, EMPTY).warnings == []
+
+
+def test_a_strict_guard_with_its_stages_warns_about_nothing(checklist, policy_text):  # type: ignore[no-untyped-def]
+    for verifier in ("pass", "block", "raise"):
+        guard, _, _ = make(checklist, policy_text, verifier=verifier)
+        assert guard.check(REFUND, EMPTY).warnings == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from policyguard import Model, resolve_model
 from policyguard.models.anthropic_backend import AnthropicModel
 from policyguard.models.litellm_backend import LiteLLMModel
@@ -14,7 +16,9 @@ def test_backends_are_models() -> None:
         assert model.name
 
 
-def test_resolve_model_builds_each_backend() -> None:
+def test_resolve_model_builds_each_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):  # resolve_model checks keys up front
+        monkeypatch.setenv(key, "test-key")
     assert isinstance(resolve_model("openai-sdk:gpt-4o-mini"), OpenAIModel)
     assert isinstance(resolve_model("anthropic-sdk:claude-sonnet-4-5"), AnthropicModel)
     litellm_model = resolve_model("litellm:openai/gpt-4o-mini")
