@@ -429,6 +429,7 @@ class Guard:
             remediation=decision.message,
             inconsistency=decision.inconsistency,
             verifier_evidence=decision.verifier_evidence or None,
+            warnings=decision.warnings or None,
             error=decision.error,
             reached_executor=False if decision.outcome != "allow" else None,
             latency_s=round(latency_s, 6),

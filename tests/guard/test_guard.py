@@ -389,6 +389,8 @@ def test_advisory_mode_allows_a_failed_verifier_and_says_so(checklist, policy_te
     assert decision.allowed and decision.stage == "verifier_error" and decision.verdict == "BLOCK"
     [warning] = decision.warnings
     assert "advisory" in warning and "verifier_error" in warning and "nothing judged it" in warning
+    [event] = [e for e in guard.trace.events if e["event"] == "decision"]
+    assert event["warnings"] == decision.warnings and event["advisory"] is True
 
 
 def test_advisory_mode_says_it_let_a_block_through(checklist, policy_text):  # type: ignore[no-untyped-def]
