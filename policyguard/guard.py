@@ -49,6 +49,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .grants import GrantIssuer
     from .store import NonceStore
 
+UNHASHABLE_ARGS = "unhashable"
+"""The ``args_sha256`` recorded for a call whose arguments have no canonical encoding (always blocked)."""
+
 NO_VERIFIER_MESSAGE = (
     "This action needs a policy check that could not be run, so it was not performed. "
     "Do not retry it now; tell the user it cannot be completed at the moment or transfer them to a human agent."
@@ -501,9 +504,11 @@ def _ids(call: ToolCall) -> dict[str, Any]:
     """The call's identity for decisions and trace events, hashed once per decision.
 
     Arguments that cannot be hashed canonically (NaN, Infinity, nesting past
-    the recursion limit) get ``args_sha256=None``; such a call is always blocked.
+    the recursion limit) get ``args_sha256="unhashable"``: the trace format
+    wants a string, and such a call is always blocked, so no grant or executor
+    ever compares it.
     """
-    return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none()}
+    return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none() or UNHASHABLE_ARGS}
 
 
 def _plain_name(name: str) -> bool:

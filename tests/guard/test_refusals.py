@@ -190,15 +190,19 @@ def test_arguments_nested_past_the_recursion_limit_are_blocked() -> None:
     guard, _, _ = make_guard()
     decision = guard.check(ToolCall(id="c1", name="cancel_order", arguments={"x": deep}), Trajectory())
     assert decision.outcome == "block" and decision.stage == "bad_call"
-    assert decision.args_sha256 is None
+    assert decision.args_sha256 == "unhashable"
 
 
-def test_a_bad_call_is_still_recorded_in_the_trace(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_call_is_still_recorded_in_a_trace_that_audits_clean(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from policyguard.inv1 import audit_records
+
     path = tmp_path / "trace.jsonl"
     guard, _, _ = make_guard(trace=Trace(path))
     guard.check(ToolCall(id="c1", name="cancel_order", arguments={"amount": math.nan}), Trajectory())
-    kinds = [json.loads(line)["event"] for line in path.read_text().splitlines()]
-    assert kinds == ["submit", "deny", "decision"]
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["submit", "deny", "decision"]
+    assert {r["args_sha256"] for r in records} == {"unhashable"}
+    assert audit_records(records).ok
 
 
 def test_async_check_refuses_the_same_way() -> None:
