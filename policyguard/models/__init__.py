@@ -36,19 +36,37 @@ def resolve_model(spec: str) -> Model | None:
     if rest and prefix == "scripted":
         return ScriptedModel.from_file(rest)
     if rest and prefix == "openai-sdk":
+        _require("openai", "openai", spec)
         from .openai_backend import OpenAIModel
 
         openai_model = OpenAIModel(rest)
         openai_model.check_environment()
         return openai_model
     if rest and prefix == "anthropic-sdk":
+        _require("anthropic", "anthropic", spec)
         from .anthropic_backend import AnthropicModel
 
         anthropic_model = AnthropicModel(rest)
         anthropic_model.check_environment()
         return anthropic_model
+    _require("litellm", "litellm", spec)
     from .litellm_backend import LiteLLMModel
 
     model = LiteLLMModel(rest if rest and prefix == "litellm" else spec)
     model.check_environment()
     return model
+
+
+def _require(module: str, extra: str, spec: str) -> None:
+    """A ConfigError naming the extra to install when a backend's library is absent (checked without importing it)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            f"model {spec!r} needs the {module!r} package, which is not installed: "
+            f"pip install 'policyguard[{extra}]' (the gate alone, --model none, needs no model library)"
+        )

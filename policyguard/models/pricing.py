@@ -4,7 +4,8 @@ Token convention used across PolicyGuard: ``input_tokens`` counts every prompt
 token, including the ``cached_tokens`` read from the provider's prompt cache
 and the ``cache_write_tokens`` written to it; cached reads and cache writes
 are priced at their own rates when the table has them. LiteLLM is imported
-lazily, with the bundled price table (never fetched from the network).
+lazily, with the bundled price table (never fetched from the network); when
+it is not installed (extra ``litellm``), every cost is ``None``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any
 
 def _price_entry(model: str) -> dict[str, Any] | None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    try:
+        import litellm
+    except ImportError:  # the price table ships with LiteLLM; without it the cost is unknown, not zero
+        return None
 
     table: dict[str, Any] = litellm.model_cost
     candidates = [model]
