@@ -1,7 +1,8 @@
 """Loading the tools a checklist is generated for, with any declared mutation flag.
 
 Tools come as an OpenAI tool list (``{"type": "function", "function": {...}}``),
-an Anthropic tool list (``{name, description, input_schema}``) or a tau2
+an Anthropic tool list (``{name, description, input_schema}``), an MCP
+``tools/list`` result (``{"tools": [{name, description, inputSchema, annotations}]}``) or a tau2
 toolkit class given as an import path (``tau2.domains.airline.tools:AirlineTools``).
 Whether a tool mutates state is taken from what the tool itself declares,
 because a declaration is more trustworthy than a model's guess:
@@ -89,11 +90,17 @@ def tool_from_schema(item: Any, where: str = "tool schema") -> ToolInfo:
     elif "input_schema" in item:
         body = item
         schema_key = "input_schema"
+    elif "inputSchema" in item:  # an MCP tools/list entry, as the server sends it
+        body = item
+        schema_key = "inputSchema"
     elif "parameters" in item or ("name" in item and set(item) <= {"name", "description", "x-mutating", "annotations"}):
         body = item
         schema_key = "parameters"
     else:
-        raise ToolsError(f"{where}: neither an OpenAI tool (type=function) nor an Anthropic tool (input_schema)")
+        raise ToolsError(
+            f"{where}: neither an OpenAI tool (type=function), an Anthropic tool (input_schema) "
+            "nor an MCP tool (inputSchema)"
+        )
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise ToolsError(f"{where}: the tool has no name")

@@ -102,3 +102,23 @@ def test_tau2_airline_toolkit_write_tools_are_mutating_and_read_tools_are_not() 
     assert tools["transfer_to_human_agents"].declared_mutating is None
     assert "reservation_id" in tools["cancel_reservation"].parameters["properties"]
     assert tools["cancel_reservation"].description
+
+
+def test_an_mcp_tools_list_result_is_read_with_its_annotations(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What an MCP server answers to tools/list (camelCase inputSchema) is a tools file as it is."""
+    import json
+
+    from policyguard.checkgen.tools import load_tools
+
+    listing = {
+        "tools": [
+            {"name": "get_loan", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+            {"name": "renew_loan", "inputSchema": {"type": "object", "properties": {"loan_id": {"type": "string"}}}},
+        ]
+    }
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(listing), encoding="utf-8")
+    tools = {t.name: t for t in load_tools(str(path))}
+    assert tools["get_loan"].declared_mutating is False
+    assert tools["renew_loan"].declared_mutating is None
+    assert tools["renew_loan"].parameters["properties"] == {"loan_id": {"type": "string"}}
