@@ -237,8 +237,21 @@ def _one_line(exc: Exception) -> str:
     return " ".join(lines)
 
 
+def _has(container: dict[Any, Any] | list[Any], part: Any) -> bool:
+    if isinstance(container, dict):
+        return part in container
+    return isinstance(part, int) and 0 <= part < len(container)
+
+
 def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
-    """Validate the document, reporting every schema error; recover from unknown keys."""
+    """Validate the document, reporting every schema error.
+
+    To report the other problems too, it then drops each offending mapping
+    key (an unknown field, a wrong-typed value such as ``mutating: off``) and
+    validates the rest once more; only when that still fails (a required field
+    is missing) are the semantic checks skipped. The dropped keys are already
+    reported as errors, so nothing wrong is passed over.
+    """
     if not isinstance(doc.data, dict):
         out.add((), "a checklist must be a YAML mapping")
         return None
@@ -250,8 +263,6 @@ def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
         for err in errors:
             path = tuple(err["loc"])
             out.add(path, schema_error_message(err))
-        if not all(err["type"] == "extra_forbidden" for err in errors):
-            return None
         import copy
 
         data = copy.deepcopy(data)
@@ -259,8 +270,9 @@ def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
             *parent_path, key = err["loc"]
             parent: Any = data
             for part in parent_path:
-                parent = parent[part]
-            parent.pop(key, None)
+                parent = parent[part] if isinstance(parent, dict | list) and _has(parent, part) else None
+            if isinstance(parent, dict) and isinstance(key, str):
+                parent.pop(key, None)
         try:
             checklist = Checklist.model_validate(data)
         except ValidationError:

@@ -453,3 +453,22 @@ def test_an_approval_threshold_without_approved_by_warns_that_every_amount_above
     }
     clean = validate_checklist(parse_checklist(_doc(_APPROVAL % "approved"), file="c.yaml"))
     assert not any(p.field and p.field.startswith("tools.refund.effect") for p in clean)
+
+
+def test_a_wrong_typed_value_does_not_hide_the_other_problems() -> None:
+    """``mutating: off`` is reported, and so are the typo'd keys the checklist also has."""
+    text = LIBRARY.replace("  get_loan: {mutating: false}", "  get_loan: {mutating: off}")
+    errors = _errors(validate_checklist(checklist_file(text), tools=LIBRARY_TOOLS))
+    assert "tools.get_loan.mutating" in errors
+    assert "tools.renew_loans" in errors and "facts.loan.tool" in errors
+
+
+def checklist_file(text: str, tmp: str = "lib.yaml") -> str:
+    """validate_checklist reads a path; the strict loader would stop at the first error."""
+    import pathlib
+    import tempfile
+
+    folder = pathlib.Path(tempfile.mkdtemp())
+    path = folder / tmp
+    path.write_text(text, encoding="utf-8")
+    return str(path)
