@@ -237,10 +237,13 @@ def _one_line(exc: Exception) -> str:
     return " ".join(lines)
 
 
-def _has(container: dict[Any, Any] | list[Any], part: Any) -> bool:
+def _child(container: Any, part: str | int) -> Any:
+    """``container[part]`` when it exists, else None (an error's location may not exist in the data)."""
     if isinstance(container, dict):
-        return part in container
-    return isinstance(part, int) and 0 <= part < len(container)
+        return container.get(part)
+    if isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container):
+        return container[part]
+    return None
 
 
 def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
@@ -270,7 +273,7 @@ def _validate_schema(doc: LocatedYaml, out: _Collector) -> Checklist | None:
             *parent_path, key = err["loc"]
             parent: Any = data
             for part in parent_path:
-                parent = parent[part] if isinstance(parent, dict | list) and _has(parent, part) else None
+                parent = _child(parent, part)
             if isinstance(parent, dict) and isinstance(key, str):
                 parent.pop(key, None)
         try:
