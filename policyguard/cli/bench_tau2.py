@@ -1,8 +1,11 @@
 """``policyguard bench replay|tau2|report``: experiments on the real tau2 benchmark.
 
 * ``bench replay`` - the offline replay suite: gold writes must pass, injected
-  violations must block, no model needed (exit 0 when it ran; with
-  ``--fail-on-miss`` exit 1 on any miss, false block or evaluator mismatch);
+  violations must block, no model needed. It ends with a verdict
+  (:func:`policyguard.tau2.replay_view.verdict`): exit 0 when the result is as
+  expected, 1 when not (a miss, a gold block that is not a listed disagreement,
+  an evaluator mismatch); ``--fail-on-miss`` also exits 1 on listed gold
+  disagreements (any false block at all);
 * ``bench tau2`` - agent + user simulations under one guard configuration,
   with checkpoints and resume (needs model keys);
 * ``bench report DIR`` - metrics, markdown and PNG plots of ``bench tau2`` runs.
@@ -28,7 +31,9 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "Replays every task's gold actions on a fresh tau2 environment and sends each gold write "
             "through the guard (it must pass), then attempts generated policy violations built from the real "
             "database (each must be blocked), and scores gold + an injected violation with tau2's own evaluator. "
-            "No model is needed for gate_only."
+            "No model is needed for gate_only. The output ends with a verdict; exit 0 when the result is as "
+            "expected (every violation blocked; gold blocked only where it is a listed disagreement with the "
+            "written policy; tau2's evaluator agrees), 1 when not. How to read it: benchmarks/tau2/README.md."
         ),
     )
     replay.add_argument("--domain", default="airline", choices=["airline", "retail"])
@@ -48,7 +53,11 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         help="tasks scored by tau2's evaluator: sample (every 10th), all, none, or ids like 3,7,20",
     )
     replay.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    replay.add_argument("--fail-on-miss", action="store_true", help="exit 1 on any miss, false block or bad reward")
+    replay.add_argument(
+        "--fail-on-miss",
+        action="store_true",
+        help="stricter exit: 1 also on the listed gold disagreements (any false block at all)",
+    )
     replay.set_defaults(func=_replay)
 
     run = bench_subparsers.add_parser(
@@ -105,7 +114,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ..tau2.domain import DomainData
     from ..tau2.guarding import build_guard
     from ..tau2.replay import ReplaySuite, sample_tasks
-    from ..tau2.replay_view import render
+    from ..tau2.replay_view import render, verdict
 
     data = DomainData.load(args.domain)
     checklist = load_checklist(args.checklist or shipped_checklist(args.domain))
@@ -120,19 +129,18 @@ def _replay(args: argparse.Namespace) -> int:
     extra = ("A1", "A2", "A3", "A1F", "A2F", "A3F") if args.probe == "all" else ()
     suite = ReplaySuite(data, checklist, guard, config=args.config, probe=probe)
     report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate), extra_probes=extra)
+    result = verdict(report)
     if args.json:
         payload = report.model_dump(mode="json")
         payload["recall"] = round(report.recall, 4)
+        payload["verdict"] = result.model_dump(mode="json")
         print(json.dumps(payload, indent=2))
     else:
         command = "policyguard " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
         print(render(report, command))
-    failed = (
-        report.gold_false_blocks
-        or report.violations_blocked < report.violations_total
-        or any(not c.ok for c in report.evaluator_checks)
-    )
-    return 1 if (failed and args.fail_on_miss) else 0
+    if not result.as_expected:
+        return 1
+    return 1 if (args.fail_on_miss and report.gold_false_blocks) else 0
 
 
 def _tau2(args: argparse.Namespace) -> int:
