@@ -92,7 +92,9 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     report.add_argument("dirs", nargs="+", help="directories written by 'policyguard bench tau2'")
     report.add_argument("--output", default=None, help="where report.md and the plots go (default: the first DIR)")
     report.add_argument(
-        "--labels", default=None, help="PV/Mut labels JSON (default: benchmarks/tau2/<domain>_labels.json)"
+        "--labels",
+        default=None,
+        help="PV/Mut task labels JSON (default: the shipped benchmarks/tau2/<domain>_labels.json)",
     )
     report.add_argument("--no-plots", action="store_true")
     report.add_argument(
