@@ -23,7 +23,12 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "2 bad input, 3 inconclusive (the ledger could not be read)."
         ),
     )
-    run.add_argument("--target", required=True, choices=["buggy", "fixed"])
+    run.add_argument(
+        "--target",
+        required=True,
+        choices=["buggy", "fixed"],
+        help="buggy = the scripted refund agent with no guard; fixed = the same agent behind PolicyGuard",
+    )
     run.add_argument("--output", required=True, help="output directory (per-trial JSON, summary.json, trace.jsonl)")
     run.add_argument(
         "--eval",

@@ -36,8 +36,16 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "written policy; tau2's evaluator agrees), 1 when not. How to read it: benchmarks/tau2/README.md."
         ),
     )
-    replay.add_argument("--domain", default="airline", choices=["airline", "retail"])
-    replay.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid", "args_only"])
+    replay.add_argument(
+        "--domain", default="airline", choices=["airline", "retail"], help="tau2 domain (default airline)"
+    )
+    replay.add_argument(
+        "--config",
+        default="gate_only",
+        choices=["gate_only", "hybrid", "args_only"],
+        help="guard configuration: gate_only = the deterministic gate alone (no model); args_only = the gate "
+        "with only the checks over call arguments; hybrid = gate + verifier (checklist mode)",
+    )
     replay.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
     replay.add_argument("--verifier-model", default=None, help="verifier for --config hybrid, e.g. scripted:FILE.json")
     replay.add_argument(
@@ -69,17 +77,40 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "summary.json at the end. Needs provider keys for the agent, user and verifier models."
         ),
     )
-    run.add_argument("--domain", default="airline", choices=["airline", "retail"])
-    run.add_argument("--config", required=True, choices=list(CONFIGS))
+    run.add_argument("--domain", default="airline", choices=["airline", "retail"], help="tau2 domain (default airline)")
+    run.add_argument(
+        "--config",
+        required=True,
+        choices=list(CONFIGS),
+        help="guard configuration: baseline = no guard; gate_only = the deterministic gate alone; args_only = "
+        "the gate with only the checks over call arguments; hybrid = gate + verifier (checklist mode); "
+        "pg_checklist, pg_raw, pg_raw_traj, pg_checklist_only = the verifier alone in that mode "
+        "(see 'policyguard verify --help', --mode)",
+    )
     run.add_argument("--agent-model", required=True, help="LiteLLM model for the agent, e.g. openai/gpt-4.1")
     run.add_argument("--user-model", required=True, help="LiteLLM model for the simulated user")
-    run.add_argument("--verifier-model", default=None, help="verifier model spec (configs that use a verifier)")
+    run.add_argument(
+        "--verifier-model",
+        default=None,
+        help="verifier model spec for configs that use a verifier: a LiteLLM name, openai-sdk:MODEL, "
+        "anthropic-sdk:MODEL or scripted:FILE.json",
+    )
     run.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
-    run.add_argument("--trials", type=int, default=4)
-    run.add_argument("--split", default="base", choices=["base", "train", "test"])
+    run.add_argument("--trials", type=int, default=4, help="simulations per task (default 4; pass^k needs k <= trials)")
+    run.add_argument(
+        "--split",
+        default="base",
+        choices=["base", "train", "test"],
+        help="tau2's task split, as listed in its split_tasks.json (default base)",
+    )
     run.add_argument("--tasks", default=None, help="comma-separated task ids (default: the whole split)")
-    run.add_argument("--concurrency", type=int, default=4)
-    run.add_argument("--max-steps", type=int, default=100)
+    run.add_argument("--concurrency", type=int, default=4, help="simulations run at the same time (default 4)")
+    run.add_argument(
+        "--max-steps",
+        type=int,
+        default=100,
+        help="tau2's step limit for one simulation, about one step per agent, user or tool message (default 100)",
+    )
     run.add_argument("--output", required=True, help="output directory")
     run.add_argument("--resume", action="store_true", help="continue a run in --output, skipping finished sims")
     run.add_argument("--agent-llm-args", default=None, help='JSON for the agent model (default {"temperature": 0.0})')
@@ -96,7 +127,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         default=None,
         help="PV/Mut task labels JSON (default: the shipped benchmarks/tau2/<domain>_labels.json)",
     )
-    report.add_argument("--no-plots", action="store_true")
+    report.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
     report.add_argument(
         "--sims", nargs="+", default=None, help="also replay these tau2 results files gate-only (the bench sims table)"
     )
