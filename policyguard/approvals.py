@@ -4,7 +4,7 @@ A money tool's ``effect.approval_threshold`` says that an amount above it needs
 a recorded human approval. The executor asks an :class:`ApprovalCheck` about
 the exact effect it is about to commit; without one, every amount above the
 threshold is refused (``needs_approval``). A general approvals service (who may
-approve, how an approval is requested and bound to a call) is issue 13.
+approve, how an approval is requested and bound to a call) is not part of this module.
 
 :class:`RecordApprovals` is the rule of the refund case
 (``benchmarks/refund``): the call names an approval, the approvals service's

@@ -1,4 +1,4 @@
-"""Counters for the paper's two views of the same run.
+"""Counters for two views of the same run (PolicyGuard paper, arXiv 2606.29225, appendix E).
 
 * verdict view: every attempted mutating call and what the guard decided;
 * runtime view: the calls that actually reached the executor.

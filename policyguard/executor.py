@@ -1,6 +1,7 @@
 """The verdict-gated executor: a tool runs only with a valid grant for exactly this call.
 
-Refusal is the default state (INV-1, seed 002). ``execute`` returns an
+Refusal is the default state (INV-1, from the article
+"Make Tool-Boundary Authorization an Invariant Before You Give Agents More Tools"). ``execute`` returns an
 :class:`ExecutionResult`; it never raises for a refusal. A call reaches the tool
 only when:
 

@@ -5,7 +5,8 @@ component that decided *allow*. It binds the call id, tool, sha256 of the
 canonical arguments, principal, resource, numeric ceilings, policy version,
 expiry and a single-use nonce. A model cannot forge one, widen it (50 -> 51
 USD, order O1 -> O2, another tool), keep it across a policy change, or spend it
-twice (seed 000; INV-1 of seed 002).
+twice (the articles "Why Agents Refund When Policy Says No: The Retrieval-Enforcement Gap"
+and, for INV-1, "Make Tool-Boundary Authorization an Invariant Before You Give Agents More Tools").
 
 Verification order, and why: signature and claim shape first; then the checks
 that need no shared state (issuer, policy version, expiry, every binding); only

@@ -1,7 +1,9 @@
-"""Where the shipped prompts and checklists live.
+"""Where the shipped prompts, checklists and benchmark files live.
 
-In the repository they are the top-level ``prompts/`` and ``checklists/``
-folders; a built wheel carries copies under ``policyguard/_data/``. Both
+In the repository they are the top-level ``prompts/``, ``checklists/`` and
+``benchmarks/`` folders; a built wheel carries copies under
+``policyguard/_data/`` (for ``benchmarks/``: the refund eval and the tau2
+label files the ``bench`` commands read). Both
 layouts resolve here, so installed and source checkouts behave the same.
 """
 
@@ -35,3 +37,15 @@ def shipped_checklist(name: str) -> Path:
     if not path.is_file():
         raise ConfigError(f"no shipped checklist named {name!r} (looked for {path})")
     return path
+
+
+def benchmark_file(*parts: str) -> Path:
+    """A file the ``bench`` commands ship, e.g. ``benchmark_file("refund", "eval.yaml")``.
+
+    The path may not exist (the caller reports that with its own hint); the
+    folder is the wheel's ``_data/benchmarks`` or the checkout's ``benchmarks``.
+    """
+    for base in (_PACKAGE / "_data" / "benchmarks", _PACKAGE.parent / "benchmarks"):
+        if base.is_dir():
+            return base.joinpath(*parts)
+    return _PACKAGE.parent.joinpath("benchmarks", *parts)

@@ -10,7 +10,7 @@ retries. A retry must reuse the idempotency key, and the key is *claimed* in the
 ledger before the side effect, in the same atomic step that decides whether this
 attempt may proceed. A claim that was never completed (the process died, the
 tool timed out) stays ``pending``: nobody may re-send it, somebody must look it
-up by key first (see seed 003).
+up by key first (the refund case, ``benchmarks/refund``).
 
 Every storage failure is raised as :class:`LedgerUnavailable`. Callers must turn
 that into *inconclusive*, never into "no effect happened".

@@ -3,7 +3,7 @@
 It reads what the agent saw (the dialogue, tool calls and tool results), the raw
 policy and the tool's checklist requirements, and returns MET / NOT_MET /
 NOT_APPLICABLE per requirement, PASS or BLOCK, and a short remediation for the
-agent's next turn (PolicyGuard paper, section 3).
+agent's next turn (the PolicyGuard paper, arXiv 2606.29225).
 
 The prompt is ordered for provider prompt caching: the parts that are the same
 for every call of a tool in a deployment (instructions and policy, then the
@@ -30,7 +30,7 @@ requirement must cite a user message after the agent's last message to the
 user (:mod:`policyguard.evidence`). A MET that fails this counts as NOT_MET; the
 decision's ``inconsistency`` records it as ``verifier_evidence: ...``.
 
-Modes (the paper's input regimes):
+Modes (the input regimes PG-CHECKLIST, PG-RAW, PG-RAW-TRAJ and PG-CHECKLIST-ONLY of the paper):
 
 * ``checklist`` - policy + checklist + dialogue (the headline configuration);
 * ``raw`` - policy + dialogue, no checklist;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import zipfile
@@ -59,3 +60,66 @@ def test_non_editable_install_finds_its_data(wheel: Path, tmp_path: Path) -> Non
     assert package_file.startswith(str(target))
     assert prompts.startswith(str(target)) and checklists.startswith(str(target))
     assert "verifier_system.j2" in prompt_names
+
+
+@pytest.mark.slow
+def test_wheel_contains_what_the_bench_commands_read(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("eval.yaml", "dataset.yaml", "checklist.yaml", "policy.md"):
+        assert f"policyguard/_data/benchmarks/refund/{name}" in names
+    for domain in ("airline", "retail"):
+        assert f"policyguard/_data/benchmarks/tau2/{domain}_labels.json" in names
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_bench_refund_and_finds_the_labels(wheel: Path, tmp_path: Path) -> None:
+    """Outside the checkout (no benchmarks/ folder next to the package) the shipped copies are used."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    # the wheel's own files, then the shared venv's site-packages for the dependencies (not the checkout)
+    env = {"PYTHONPATH": os.pathsep.join([str(target), *_site_packages()]), "PATH": "/usr/bin:/bin"}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    labels = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from policyguard.tau2.labels import default_labels_path, load_labels; "
+            "p = default_labels_path('airline'); print(p); print(load_labels(p).domain)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    ).stdout.splitlines()
+    assert labels[0].startswith(str(target)) and labels[1] == "airline"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "policyguard",
+            "bench",
+            "refund",
+            "--target",
+            "fixed",
+            "--output",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "eval spec not found" not in run.stderr
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "out" / "summary.json").is_file()
+
+
+def _site_packages() -> list[str]:
+    import site
+
+    return [p for p in site.getsitepackages() if Path(p).is_dir()]

@@ -35,7 +35,12 @@ def add_generate_parser(checklist_subparsers: Any) -> None:
         "tau2.domains.airline.tools:AirlineTools",
     )
     parser.add_argument(
-        "--model", required=True, metavar="M", help="model spec: a LiteLLM name, litellm:NAME, scripted:FILE.json"
+        "--model",
+        required=True,
+        metavar="M",
+        help="model spec: a LiteLLM name (e.g. openai/gpt-4.1, or litellm:NAME), 'openai-sdk:MODEL' or "
+        "'anthropic-sdk:MODEL' (direct SDKs, extras openai/anthropic), 'scripted:FILE.json' (recorded answers, "
+        "no network); 'none' is refused: generating needs a model",
     )
     parser.add_argument("-o", "--output", required=True, metavar="OUT.yaml", help="where to write the checklist")
     parser.add_argument(

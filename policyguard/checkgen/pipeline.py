@@ -1,4 +1,4 @@
-"""The four-step checklist generation pipeline (paper section C, appendix A).
+"""The four-step checklist generation pipeline (PolicyGuard paper, arXiv 2606.29225, appendix C).
 
 1. **classify** each tool as mutating or read-only: what the tool declares
    wins; the model is asked only about tools that declare nothing; a tool still

@@ -7,9 +7,10 @@ from pathlib import Path
 
 
 def _default_eval() -> Path:
-    import policyguard
+    """The shipped refund eval (the checkout's ``benchmarks/refund`` or the wheel's copy)."""
+    from ..resources import benchmark_file
 
-    return Path(policyguard.__file__).resolve().parent.parent / "benchmarks" / "refund" / "eval.yaml"
+    return benchmark_file("refund", "eval.yaml")
 
 
 def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,9 +23,18 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "2 bad input, 3 inconclusive (the ledger could not be read)."
         ),
     )
-    run.add_argument("--target", required=True, choices=["buggy", "fixed"])
+    run.add_argument(
+        "--target",
+        required=True,
+        choices=["buggy", "fixed"],
+        help="buggy = the scripted refund agent with no guard; fixed = the same agent behind PolicyGuard",
+    )
     run.add_argument("--output", required=True, help="output directory (per-trial JSON, summary.json, trace.jsonl)")
-    run.add_argument("--eval", default=None, help="eval spec (default: benchmarks/refund/eval.yaml)")
+    run.add_argument(
+        "--eval",
+        default=None,
+        help="eval spec YAML (default: the shipped benchmarks/refund/eval.yaml, also in an installed wheel)",
+    )
     run.add_argument(
         "--ledger",
         choices=["available", "unavailable"],

@@ -29,8 +29,13 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         nargs="+",
         help="tau2 results files (tau2.data_model.simulation.Results JSON) or 'bench tau2' output folders",
     )
-    sims.add_argument("--domain", required=True, choices=["airline", "retail"])
-    sims.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid"])
+    sims.add_argument("--domain", required=True, choices=["airline", "retail"], help="tau2 domain of the results")
+    sims.add_argument(
+        "--config",
+        default="gate_only",
+        choices=["gate_only", "hybrid"],
+        help="gate_only = the deterministic gate alone (default, no model); hybrid = gate + verifier",
+    )
     sims.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
     sims.add_argument("--verifier-model", default=None, help="verifier for --config hybrid, e.g. openai/gpt-4.1")
     sims.add_argument(

@@ -1,8 +1,11 @@
 """``policyguard bench replay|tau2|report``: experiments on the real tau2 benchmark.
 
 * ``bench replay`` - the offline replay suite: gold writes must pass, injected
-  violations must block, no model needed (exit 0 when it ran; with
-  ``--fail-on-miss`` exit 1 on any miss, false block or evaluator mismatch);
+  violations must block, no model needed. It ends with a verdict
+  (:func:`policyguard.tau2.replay_view.verdict`): exit 0 when the result is as
+  expected, 1 when not (a miss, a gold block that is not a listed disagreement,
+  an evaluator mismatch); ``--fail-on-miss`` also exits 1 on listed gold
+  disagreements (any false block at all);
 * ``bench tau2`` - agent + user simulations under one guard configuration,
   with checkpoints and resume (needs model keys);
 * ``bench report DIR`` - metrics, markdown and PNG plots of ``bench tau2`` runs.
@@ -28,11 +31,21 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "Replays every task's gold actions on a fresh tau2 environment and sends each gold write "
             "through the guard (it must pass), then attempts generated policy violations built from the real "
             "database (each must be blocked), and scores gold + an injected violation with tau2's own evaluator. "
-            "No model is needed for gate_only."
+            "No model is needed for gate_only. The output ends with a verdict; exit 0 when the result is as "
+            "expected (every violation blocked; gold blocked only where it is a listed disagreement with the "
+            "written policy; tau2's evaluator agrees), 1 when not. How to read it: benchmarks/tau2/README.md."
         ),
     )
-    replay.add_argument("--domain", default="airline", choices=["airline", "retail"])
-    replay.add_argument("--config", default="gate_only", choices=["gate_only", "hybrid", "args_only"])
+    replay.add_argument(
+        "--domain", default="airline", choices=["airline", "retail"], help="tau2 domain (default airline)"
+    )
+    replay.add_argument(
+        "--config",
+        default="gate_only",
+        choices=["gate_only", "hybrid", "args_only"],
+        help="guard configuration: gate_only = the deterministic gate alone (no model); args_only = the gate "
+        "with only the checks over call arguments; hybrid = gate + verifier (checklist mode)",
+    )
     replay.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
     replay.add_argument("--verifier-model", default=None, help="verifier for --config hybrid, e.g. scripted:FILE.json")
     replay.add_argument(
@@ -48,7 +61,11 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         help="tasks scored by tau2's evaluator: sample (every 10th), all, none, or ids like 3,7,20",
     )
     replay.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    replay.add_argument("--fail-on-miss", action="store_true", help="exit 1 on any miss, false block or bad reward")
+    replay.add_argument(
+        "--fail-on-miss",
+        action="store_true",
+        help="stricter exit: 1 also on the listed gold disagreements (any false block at all)",
+    )
     replay.set_defaults(func=_replay)
 
     run = bench_subparsers.add_parser(
@@ -60,17 +77,40 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "summary.json at the end. Needs provider keys for the agent, user and verifier models."
         ),
     )
-    run.add_argument("--domain", default="airline", choices=["airline", "retail"])
-    run.add_argument("--config", required=True, choices=list(CONFIGS))
+    run.add_argument("--domain", default="airline", choices=["airline", "retail"], help="tau2 domain (default airline)")
+    run.add_argument(
+        "--config",
+        required=True,
+        choices=list(CONFIGS),
+        help="guard configuration: baseline = no guard; gate_only = the deterministic gate alone; args_only = "
+        "the gate with only the checks over call arguments; hybrid = gate + verifier (checklist mode); "
+        "pg_checklist, pg_raw, pg_raw_traj, pg_checklist_only = the verifier alone in that mode "
+        "(see 'policyguard verify --help', --mode)",
+    )
     run.add_argument("--agent-model", required=True, help="LiteLLM model for the agent, e.g. openai/gpt-4.1")
     run.add_argument("--user-model", required=True, help="LiteLLM model for the simulated user")
-    run.add_argument("--verifier-model", default=None, help="verifier model spec (configs that use a verifier)")
+    run.add_argument(
+        "--verifier-model",
+        default=None,
+        help="verifier model spec for configs that use a verifier: a LiteLLM name, openai-sdk:MODEL, "
+        "anthropic-sdk:MODEL or scripted:FILE.json",
+    )
     run.add_argument("--checklist", default=None, help="checklist YAML (default: the shipped one for the domain)")
-    run.add_argument("--trials", type=int, default=4)
-    run.add_argument("--split", default="base", choices=["base", "train", "test"])
+    run.add_argument("--trials", type=int, default=4, help="simulations per task (default 4; pass^k needs k <= trials)")
+    run.add_argument(
+        "--split",
+        default="base",
+        choices=["base", "train", "test"],
+        help="tau2's task split, as listed in its split_tasks.json (default base)",
+    )
     run.add_argument("--tasks", default=None, help="comma-separated task ids (default: the whole split)")
-    run.add_argument("--concurrency", type=int, default=4)
-    run.add_argument("--max-steps", type=int, default=100)
+    run.add_argument("--concurrency", type=int, default=4, help="simulations run at the same time (default 4)")
+    run.add_argument(
+        "--max-steps",
+        type=int,
+        default=100,
+        help="tau2's step limit for one simulation, about one step per agent, user or tool message (default 100)",
+    )
     run.add_argument("--output", required=True, help="output directory")
     run.add_argument("--resume", action="store_true", help="continue a run in --output, skipping finished sims")
     run.add_argument("--agent-llm-args", default=None, help='JSON for the agent model (default {"temperature": 0.0})')
@@ -83,9 +123,11 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     report.add_argument("dirs", nargs="+", help="directories written by 'policyguard bench tau2'")
     report.add_argument("--output", default=None, help="where report.md and the plots go (default: the first DIR)")
     report.add_argument(
-        "--labels", default=None, help="PV/Mut labels JSON (default: benchmarks/tau2/<domain>_labels.json)"
+        "--labels",
+        default=None,
+        help="PV/Mut task labels JSON (default: the shipped benchmarks/tau2/<domain>_labels.json)",
     )
-    report.add_argument("--no-plots", action="store_true")
+    report.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
     report.add_argument(
         "--sims", nargs="+", default=None, help="also replay these tau2 results files gate-only (the bench sims table)"
     )
@@ -105,7 +147,7 @@ def _replay(args: argparse.Namespace) -> int:
     from ..tau2.domain import DomainData
     from ..tau2.guarding import build_guard
     from ..tau2.replay import ReplaySuite, sample_tasks
-    from ..tau2.replay_view import render
+    from ..tau2.replay_view import render, verdict
 
     data = DomainData.load(args.domain)
     checklist = load_checklist(args.checklist or shipped_checklist(args.domain))
@@ -120,19 +162,18 @@ def _replay(args: argparse.Namespace) -> int:
     extra = ("A1", "A2", "A3", "A1F", "A2F", "A3F") if args.probe == "all" else ()
     suite = ReplaySuite(data, checklist, guard, config=args.config, probe=probe)
     report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate), extra_probes=extra)
+    result = verdict(report)
     if args.json:
         payload = report.model_dump(mode="json")
         payload["recall"] = round(report.recall, 4)
+        payload["verdict"] = result.model_dump(mode="json")
         print(json.dumps(payload, indent=2))
     else:
         command = "policyguard " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
         print(render(report, command))
-    failed = (
-        report.gold_false_blocks
-        or report.violations_blocked < report.violations_total
-        or any(not c.ok for c in report.evaluator_checks)
-    )
-    return 1 if (failed and args.fail_on_miss) else 0
+    if not result.as_expected:
+        return 1
+    return 1 if (args.fail_on_miss and report.gold_false_blocks) else 0
 
 
 def _tau2(args: argparse.Namespace) -> int:

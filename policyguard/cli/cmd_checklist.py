@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
             "names are not checked (a misspelled tool key goes unnoticed); a warning says so."
         ),
     )
-    validate.add_argument("checklist", metavar="CHECKLIST.yaml")
+    validate.add_argument("checklist", metavar="CHECKLIST.yaml", help="the checklist to check")
     validate.add_argument("--policy", metavar="POLICY.md", help="the policy text: checks quotes and the version")
     validate.add_argument("--tools", metavar="TOOLS", help=_TOOLS_HELP)
     validate.set_defaults(func=_validate)
@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
     init.set_defaults(func=_init)
 
     show = sub.add_parser("show", help="render a checklist for a person")
-    show.add_argument("checklist", metavar="CHECKLIST.yaml")
+    show.add_argument("checklist", metavar="CHECKLIST.yaml", help="the checklist to render")
     show.add_argument("--tool", metavar="NAME", help="only this tool (and the general rules that apply to it)")
     show.set_defaults(func=_show)
 

@@ -32,9 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument(
         "--model",
         default="none",
-        help="verifier model: a litellm name, 'scripted:FILE.json', or 'none' (gate only; default)",
+        help="verifier model: a LiteLLM name (e.g. openai/gpt-4.1-mini, or litellm:NAME), 'openai-sdk:MODEL' "
+        "or 'anthropic-sdk:MODEL' (direct SDKs, extras openai/anthropic), 'scripted:FILE.json' (recorded "
+        "answers, no network), or 'none' (gate only; default)",
     )
-    parser.add_argument("--mode", choices=MODES, default="checklist", help="verifier input regime")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="checklist",
+        help="what the verifier model is shown: checklist = policy + checklist + whole dialogue (default); "
+        "raw = policy + whole dialogue, no checklist (it judges the policy as one requirement); "
+        "raw_traj = policy + only the tool calls and results, no user or agent text; "
+        "checklist_only = checklist + whole dialogue, no policy text",
+    )
     parser.add_argument("--format", choices=FORMATS, default="auto", help="message format of --trajectory")
     parser.add_argument(
         "--no-gate",

@@ -1,4 +1,6 @@
-"""The refund case (seeds 000 and 003): an eval of a refund agent with and without PolicyGuard.
+"""The refund case: an eval of a refund agent with and without PolicyGuard.
+
+Its files and the two articles it comes from are in ``benchmarks/refund`` (README.md).
 
 ``load_eval`` reads ``benchmarks/refund/eval.yaml``; ``run_eval`` runs one
 target (``buggy`` or ``fixed``) and writes per-trial JSON, ``summary.json``,

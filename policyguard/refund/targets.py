@@ -1,6 +1,6 @@
 """The scripted refund agent and the two targets it runs against.
 
-The agent is the seed-000 agent on purpose: it reads the refund policy (and the
+The agent is the one of "Why Agents Refund When Policy Says No" on purpose: it reads the refund policy (and the
 approval a customer quotes) and then calls ``issue_refund`` whatever it read.
 The two targets differ only in what stands between that call and the money:
 

@@ -1,4 +1,6 @@
-"""A tau2 agent with the guard in its tool-calling loop (the paper's orchestrator patch).
+"""A tau2 agent with the guard in its tool-calling loop.
+
+This is the orchestrator patch of the PolicyGuard paper (arXiv 2606.29225, appendix D).
 
 tau2's evaluator re-executes the whole trajectory on a fresh environment and
 raises if any tool result differs, so a blocked call must never reach the

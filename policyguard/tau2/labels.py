@@ -96,8 +96,10 @@ def call_key(tool: str, arguments: dict[str, Any]) -> str:
 
 
 def default_labels_path(domain: str) -> Path:
-    """``benchmarks/tau2/<domain>_labels.json`` in the source checkout."""
-    return Path(__file__).resolve().parents[2] / "benchmarks" / "tau2" / f"{domain}_labels.json"
+    """``benchmarks/tau2/<domain>_labels.json`` (the checkout's, or the copy an installed wheel ships)."""
+    from ..resources import benchmark_file
+
+    return benchmark_file("tau2", f"{domain}_labels.json")
 
 
 def load_labels(path: str | Path) -> LabelsFile:

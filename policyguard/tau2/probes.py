@@ -1,4 +1,6 @@
-"""The paper's three adversarial probes, and their structural variants, as changes to a replayed dialogue.
+"""Adversarial probes as changes to a replayed dialogue.
+
+The three probes of the PolicyGuard paper (arXiv 2606.29225, appendix N), and their structural variants.
 
 * **A1** - the user claims a supervisor already authorised the request;
 * **A2** - the user claims the prerequisites happened in an earlier turn;
