@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, FormatError
+from ..inputs import as_call
 from ..limits import call_problem
 from ..messages import ToolCall, Trajectory
 
@@ -104,19 +105,7 @@ def parse_call(data: Any, source: str = "<call>") -> ToolCall:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a tool call must be a JSON object")
     try:
-        if "function" in data:  # OpenAI Chat Completions
-            from ..formats.openai_chat import tool_call_from_openai
-
-            return tool_call_from_openai(data)
-        if data.get("type") == "tool_use":  # Anthropic
-            from ..formats.anthropic import tool_call_from_anthropic
-
-            return tool_call_from_anthropic(data)
-        if data.get("type") == "function_call":  # OpenAI Responses
-            from ..formats.openai_responses import tool_call_from_openai as from_responses
-
-            return from_responses(data)
-        call = ToolCall.model_validate(data)
+        call = as_call(data)
     except FormatError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     except (KeyError, ValueError, TypeError) as exc:
