@@ -18,9 +18,16 @@ from typing import Any
 from .checklist import EffectSpec
 from .decision import RequirementResult
 
+EXACT_INT = 2**53
+"""Larger integer amounts are not exact as floats (the ledger keeps floats): refused, not rounded."""
+
 
 def amount_of(spec: EffectSpec, args: Mapping[str, Any]) -> float | str:
-    """The call's amount as a float, or the reason it is not a usable amount."""
+    """The call's amount as a float, or the reason it is not a usable amount.
+
+    The one reading of an amount: the guard blocks on the reason before any
+    stage, and the executor refuses on it again before any effect.
+    """
     amount = args.get(spec.amount_arg)
     if isinstance(amount, bool) or not isinstance(amount, int | float):
         return f"{spec.amount_arg!r} must be a number, got {amount!r}"
@@ -28,6 +35,8 @@ def amount_of(spec: EffectSpec, args: Mapping[str, Any]) -> float | str:
         return f"{spec.amount_arg!r} must be a finite number, got {amount!r}"
     if amount <= 0:
         return f"{spec.amount_arg!r} must be positive, got {amount!r}"
+    if isinstance(amount, int) and amount > EXACT_INT:
+        return f"{spec.amount_arg!r} {amount} is too large to keep exactly"
     return float(amount)
 
 

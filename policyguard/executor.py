@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .approvals import ApprovalCheck, MoneyEffect
 from .checklist import Checklist, EffectSpec
+from .effects import amount_of
 from .errors import ConfigError
 from .grants import GrantError, GrantVerifier
 from .limits import call_problem
@@ -55,7 +56,6 @@ from .store import Ledger, LedgerUnavailable
 from .trace import Trace
 
 PENDING_REASON = "effect_pending: look up by key before retrying"
-EXACT_INT = 2**53  # larger integers are not exact as the ledger's floats
 
 
 class ExecutionResult(BaseModel):
@@ -254,11 +254,9 @@ def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> Money
     key = args.get(spec.idempotency_arg)
     if not isinstance(key, str) or not key:
         return _refuse("effect_args", f"{call.name} needs a non-empty {spec.idempotency_arg!r} argument")
-    amount = args.get(spec.amount_arg)
-    if isinstance(amount, bool) or not isinstance(amount, int | float) or not math.isfinite(amount) or amount <= 0:
-        return _refuse("effect_args", f"{spec.amount_arg!r} must be a positive number, got {amount!r}")
-    if isinstance(amount, int) and amount > EXACT_INT:
-        return _refuse("effect_args", f"{spec.amount_arg!r} {amount} is too large to keep exactly")
+    amount = amount_of(spec, args)
+    if isinstance(amount, str):
+        return _refuse("effect_args", amount)
     if spec.ceiling is not None and amount > spec.ceiling:
         return _refuse("exceeds_ceiling", f"{amount:g} exceeds the tool's ceiling {spec.ceiling:g}")
     transaction = args.get(spec.transaction_arg)
@@ -270,5 +268,5 @@ def _money_args(spec: EffectSpec, call: ToolCall, resource: str | None) -> Money
     if spec.currency_arg is not None and not isinstance(currency, str):
         return _refuse("effect_args", f"{call.name} needs a {spec.currency_arg!r} argument")
     return MoneyEffect(
-        tool=call.name, amount=float(amount), currency=currency, transaction_id=str(transaction), idempotency_key=key
+        tool=call.name, amount=amount, currency=currency, transaction_id=str(transaction), idempotency_key=key
     )
