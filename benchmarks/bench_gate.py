@@ -119,7 +119,7 @@ def bench_gate(n: int) -> list[float]:
     calls = [call_for(i) for i in range(n)]
     decision = gate.check(calls[0], TRAJECTORY, CONTEXT)
     assert decision.outcome == "escalate", decision  # both checks MET; the rest is the verifier's
-    timed(200, lambda i: gate.check(calls[i], TRAJECTORY, CONTEXT))
+    timed(min(200, n), lambda i: gate.check(calls[i], TRAJECTORY, CONTEXT))
     return timed(n, lambda i: gate.check(calls[i], TRAJECTORY, CONTEXT))
 
 
