@@ -75,6 +75,8 @@ def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None)
     """
     if format == "auto" and langchain.is_langchain_input(messages):
         format = "langchain"
+    if format == "langchain":  # the reader takes message objects as they are (no model_dump)
+        return _read_langchain(messages, plain(system))
     messages = plain(messages)
     system = plain(system)
     if format == "auto":
@@ -89,8 +91,6 @@ def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None)
         messages, system = _unwrap(messages, system, format)
     if format == "anthropic":
         return anthropic.read(messages, system)
-    if format == "langchain":
-        return _read_langchain(messages, system)
     reader = openai_chat.read if format == "openai_chat" else openai_responses.read
     trajectory = reader(messages)
     if system is not None:
@@ -101,6 +101,8 @@ def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None)
 
 
 def _read_langchain(messages: Any, system: Any) -> Trajectory:
+    if isinstance(messages, dict):  # an agent state or request body: {"messages": [...], "system": ...}
+        messages, system = _unwrap(messages, system, "langchain")
     trajectory = langchain.read(messages)
     if system is not None:
         if not isinstance(system, str):
