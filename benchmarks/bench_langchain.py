@@ -12,7 +12,8 @@ conversation length (user/assistant/tool turns in the agent state):
 (c) end to end: ``agent.invoke`` of a real ``create_agent`` graph making one
     write, with and without the middleware; the difference is the added cost.
 
-Figures are medians in microseconds (p90 in brackets).
+Figures are medians in microseconds, wall and CPU time (p90 of the wall time in brackets);
+the CPU figure is the steadier one on a shared machine.
 """
 
 from __future__ import annotations
@@ -85,16 +86,22 @@ def conversation(turns: int, pending: dict[str, Any]) -> list[BaseMessage]:
     return messages
 
 
-def timed(n: int, step: Callable[[int], Any]) -> tuple[float, float]:
-    samples = []
+def timed(n: int, step: Callable[[int], Any]) -> tuple[float, float, float]:
+    """Median wall time, p90 wall time and median CPU time of ``step``, in microseconds.
+
+    CPU time (``time.process_time``) is what the call costs this process; on a
+    machine shared with other work the wall time also counts waiting for a core.
+    """
+    wall, cpu = [], []
     for i in range(min(20, n)):
         step(i)  # warm-up
     for i in range(n):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         step(i)
-        samples.append(time.perf_counter() - started)
-    samples.sort()
-    return statistics.median(samples) * 1e6, samples[int(len(samples) * 0.9)] * 1e6
+        cpu.append(time.process_time() - started_cpu)
+        wall.append(time.perf_counter() - started)
+    wall.sort()
+    return statistics.median(wall) * 1e6, wall[int(len(wall) * 0.9)] * 1e6, statistics.median(cpu) * 1e6
 
 
 def done(request: ToolCallRequest) -> ToolMessage:
@@ -124,12 +131,13 @@ def bench_wrap(n: int, turns: int) -> None:
                 state = {"messages": conversation(turns, pending)}
                 return done(ToolCallRequest(tool_call=pending, tool=None, state=state, runtime=None))  # type: ignore[arg-type]
 
-            guarded, p90 = timed(n, step)
-            bare, _ = timed(n, baseline)
+            guarded, p90, guarded_cpu = timed(n, step)
+            bare, _, bare_cpu = timed(n, baseline)
             messages = 4 * turns + 3
             print(
-                f"  {messages:4d} messages  {kind:9s}  {label:26s}  added {guarded - bare:8.1f} us  "
-                f"(guarded {guarded:8.1f}, p90 {p90:8.1f}; building the request alone {bare:6.1f})"
+                f"  {messages:4d} messages  {kind:9s}  {label:26s}  added {guarded - bare:8.1f} us wall, "
+                f"{guarded_cpu - bare_cpu:8.1f} us CPU  (guarded {guarded:8.1f}, p90 {p90:8.1f}; "
+                f"building the request alone {bare:6.1f})"
             )
 
 
@@ -165,8 +173,18 @@ def bench_agent(n: int) -> None:
     plain = create_agent(Replay(), [issue_refund])
     guarded = create_agent(Replay(), [issue_refund], middleware=[PolicyGuardMiddleware(guard)])
     state = {"messages": [HumanMessage("yes, refund O1")]}
-    without, _ = timed(n, lambda i: plain.invoke(state))
-    with_guard, p90 = timed(n, lambda i: guarded.invoke(state))
+    for _ in range(20):  # warm-up
+        plain.invoke(state), guarded.invoke(state)
+    pairs = []
+    for _ in range(n):  # interleaved, so a busy spell on a shared machine hits both alike
+        started = time.perf_counter()
+        plain.invoke(state)
+        middle = time.perf_counter()
+        guarded.invoke(state)
+        pairs.append((middle - started, time.perf_counter() - middle))
+    without = statistics.median(a for a, _ in pairs) * 1e6
+    with_guard = statistics.median(b for _, b in pairs) * 1e6
+    p90 = sorted(b for _, b in pairs)[int(n * 0.9)] * 1e6
     print(
         f"  agent.invoke with one write: {without:8.1f} us without, {with_guard:8.1f} us with the middleware "
         f"(p90 {p90:8.1f}): added {with_guard - without:8.1f} us per guarded call"

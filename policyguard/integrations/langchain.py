@@ -57,8 +57,6 @@ from ..messages import ToolCall, Trajectory
 
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
 
-_EMPTY = Trajectory()
-
 
 class GuardHalted(Exception):
     """The guard decided the run must stop; raised out of ``agent.invoke``/``ainvoke``.
@@ -81,10 +79,6 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.guard = guard
         self.tools = []
 
-    @property
-    def name(self) -> str:
-        return "PolicyGuardMiddleware"
-
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
@@ -95,7 +89,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if call is None:
             return _error_message(request, refusal)
         if not self.guard.checklist.is_mutating(call.name):
-            decision = self.guard.check(call, _EMPTY)
+            decision = self.guard.check(call, Trajectory())  # read-only: no stage reads the dialogue
         else:
             trajectory, refusal = _read_state(request)
             if trajectory is None:
@@ -116,7 +110,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if call is None:
             return _error_message(request, refusal)
         if not self.guard.checklist.is_mutating(call.name):
-            decision = self.guard.check(call, _EMPTY)
+            decision = self.guard.check(call, Trajectory())  # read-only: no stage reads the dialogue
         else:
             trajectory, refusal = _read_state(request)
             if trajectory is None:
