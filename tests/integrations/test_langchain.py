@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +326,55 @@ def test_importing_policyguard_and_its_formats_loads_no_langchain():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# -- the README example ---------------------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_REMEDIATION = "Tell the user the refund amount and ask them to confirm with yes before refunding."
+
+
+def test_readme_langchain_example_runs_and_blocks_the_unconfirmed_refund(monkeypatch, tmp_path, capsys):
+    block = re.search(r"## LangChain agents.*?```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert block is not None, "the README lost its LangChain example"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy.md").write_text(POLICY, encoding="utf-8")
+    (tmp_path / "checklist.yaml").write_text(
+        f"""
+policy: {{name: refunds, version: "{policy_version(POLICY)}"}}
+tools:
+  get_order: {{mutating: false}}
+  issue_refund:
+    requirements:
+      - id: confirmed
+        text: The user said yes to this refund amount.
+        kind: procedural
+        source: Refund only after the user says yes to the amount.
+""",
+        encoding="utf-8",
+    )
+    tools = Tools()
+    my_agent = types.ModuleType("my_agent")
+    my_agent.model = scripted_chat_model(  # type: ignore[attr-defined]
+        turns([READ], [call("c2", "issue_refund", order_id="O1", amount=80)], final="Shall I refund 80 USD on O1?")
+    )
+    my_agent.get_order, my_agent.issue_refund = tools.all[0], tools.all[1]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "my_agent", my_agent)
+    verdict = {
+        "requirements": [{"id": "confirmed", "status": "NOT_MET", "evidence": "no yes in the dialogue"}],
+        "verdict": "BLOCK",
+        "remediation": README_REMEDIATION,
+    }
+    verifier_model = ScriptedModel([json.dumps(verdict)])
+    monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: verifier_model)
+
+    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme_langchain_example"})
+
+    assert capsys.readouterr().out == "Shall I refund 80 USD on O1?\n"
+    assert [name for name, _ in tools.ran] == ["get_order"]  # the refund never ran
+    seen = my_agent.model.seen[-1]  # type: ignore[attr-defined]
+    assert [m.content for m in seen if isinstance(m, ToolMessage) and m.status == "error"] == [README_REMEDIATION]
+    verifier_model.assert_complete()
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    decisions = [r for r in records if r["event"] == "decision" and r["tool"] == "issue_refund"]
+    assert decisions and decisions[0]["verdict"] == "BLOCK"
