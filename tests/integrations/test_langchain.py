@@ -209,6 +209,28 @@ def test_a_history_reusing_a_call_id_blocks_the_write(guard):
     assert "could not be checked" in answers[-1].content
 
 
+def test_a_call_langchain_could_not_parse_does_not_spoil_the_later_writes(guard):
+    """LangChain answers an unparseable call with an error ToolMessage; the next write is judged as usual."""
+    broken = AIMessage(
+        "",
+        tool_calls=[READ],
+        invalid_tool_calls=[
+            {
+                "name": "issue_refund",
+                "args": '{"amount": 8',
+                "id": "c0",
+                "error": "bad JSON",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
+    replies = [broken, *turns([call("c2", "issue_refund", order_id="O1", amount=80)])]
+    out, tools, _ = run_agent(guard, replies)
+    assert tools.ran[-1] == ("issue_refund", {"order_id": "O1", "amount": 80})
+    assert tool_message(out, "c0").status == "error"
+    assert tool_message(out, "c2").status == "success"
+
+
 def test_read_only_calls_run_without_reading_the_dialogue(guard, monkeypatch):
     def never(messages: Any) -> Any:
         raise AssertionError("the dialogue was read for a read-only call")
