@@ -85,19 +85,14 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         handler: Callable[[ToolCallRequest], Any],
     ) -> Any:
         """Check the call on the agent state's messages; run it, answer it with the remediation, or halt."""
-        call, refusal = _read_call(request)
-        if call is None:
-            return _error_message(request, refusal)
-        if not self.guard.checklist.is_mutating(call.name):
-            decision = self.guard.check(call, Trajectory())  # read-only: no stage reads the dialogue
-        else:
-            trajectory, refusal = _read_state(request)
-            if trajectory is None:
-                return _error_message(request, refusal)
-            try:
-                decision = self.guard.check(call, trajectory)
-            except Exception as exc:  # a guard that cannot decide never lets the call through
-                decision = _crash(call, exc)
+        prepared = self._prepare(request)
+        if isinstance(prepared, ToolMessage):
+            return prepared
+        call, trajectory = prepared
+        try:
+            decision = self.guard.check(call, trajectory)
+        except Exception as exc:  # a guard that cannot decide never lets the call through
+            decision = _crash(call, exc)
         return self._act(request, call, decision, handler)
 
     async def awrap_tool_call(
@@ -106,23 +101,33 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         handler: Callable[[ToolCallRequest], Awaitable[Any]],
     ) -> Any:
         """Async :meth:`wrap_tool_call`: the verifier is awaited (``Guard.acheck``)."""
-        call, refusal = _read_call(request)
-        if call is None:
-            return _error_message(request, refusal)
-        if not self.guard.checklist.is_mutating(call.name):
-            decision = self.guard.check(call, Trajectory())  # read-only: no stage reads the dialogue
-        else:
-            trajectory, refusal = _read_state(request)
-            if trajectory is None:
-                return _error_message(request, refusal)
-            try:
-                decision = await self.guard.acheck(call, trajectory)
-            except Exception as exc:
-                decision = _crash(call, exc)
+        prepared = self._prepare(request)
+        if isinstance(prepared, ToolMessage):
+            return prepared
+        call, trajectory = prepared
+        try:
+            decision = await self.guard.acheck(call, trajectory)
+        except Exception as exc:
+            decision = _crash(call, exc)
         outcome = self._act(request, call, decision, None)
         if isinstance(outcome, ToolCallRequest):
             return await handler(outcome)
         return outcome
+
+    def _prepare(self, request: ToolCallRequest) -> tuple[ToolCall, Trajectory] | ToolMessage:
+        """The call and the dialogue to judge it on, or the error answer when either cannot be read.
+
+        A read-only call gets an empty dialogue: no stage reads it, so it is not converted.
+        """
+        call, refusal = _read_call(request)
+        if call is None:
+            return _error_message(request, refusal)
+        if not self.guard.checklist.is_mutating(call.name):
+            return call, Trajectory()
+        trajectory, refusal = _read_state(request)
+        if trajectory is None:
+            return _error_message(request, refusal)
+        return call, trajectory
 
     def _act(
         self,
