@@ -1,6 +1,6 @@
 """PolicyGuardMiddleware inside a real ``langchain.agents.create_agent`` graph, offline.
 
-The chat model is a scripted ``BaseChatModel`` (conftest): it plays back
+The chat model is a scripted ``BaseChatModel`` (below): it plays back
 ``AIMessage``s with tool calls and records every message list it was sent, so
 each test checks what the tools did and what the model read afterwards. The
 policy refunds at most 100 USD (a CEL check the gate proves); ``get_order`` is
@@ -15,6 +15,7 @@ import math
 import re
 import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,34 @@ from policyguard.decision import Decision  # noqa: E402
 from policyguard.integrations import langchain as integration  # noqa: E402
 from policyguard.integrations.langchain import GuardHalted, PolicyGuardMiddleware  # noqa: E402
 from policyguard.verifier import LLMVerifier  # noqa: E402
+
+REFUND_POLICY = "Refunds need a read of the order first. Never refund more than 100 USD.\n"
+REFUND_CHECKLIST = textwrap.dedent(
+    f"""
+    policy: {{name: refunds, version: "{policy_version(REFUND_POLICY)}"}}
+    tools:
+      get_order: {{mutating: false}}
+      issue_refund:
+        requirements:
+          - id: refund-ceiling
+            text: A refund is at most 100 USD.
+            kind: data
+            source: Never refund more than 100 USD.
+            check: args.amount <= 100
+            examples:
+              - {{args: {{amount: 80}}, complies: true}}
+              - {{args: {{amount: 500}}, complies: false}}
+    """
+)
+
+
+@pytest.fixture
+def guard_files(tmp_path: Path) -> tuple[Path, Path]:
+    policy = tmp_path / "policy.md"
+    checklist = tmp_path / "checklist.yaml"
+    policy.write_text(REFUND_POLICY, encoding="utf-8")
+    checklist.write_text(REFUND_CHECKLIST, encoding="utf-8")
+    return policy, checklist
 
 
 def scripted_chat_model(replies: list[AIMessage]) -> Any:
