@@ -1,7 +1,8 @@
 """Convert between provider message formats and PolicyGuard's :class:`Trajectory`.
 
-Three formats: OpenAI Chat Completions (``"openai_chat"``), OpenAI Responses
-(``"openai_responses"``) and Anthropic Messages (``"anthropic"``). Each module
+Four formats: OpenAI Chat Completions (``"openai_chat"``), OpenAI Responses
+(``"openai_responses"``), Anthropic Messages (``"anthropic"``) and LangChain
+messages (``"langchain"``). Each module
 has ``read`` (provider -> Trajectory), ``write`` (Trajectory -> provider, in a
 canonical form that round-trips), a ``tool_call_from_*`` helper and
 ``tool_error_message(call_id, text)``, the provider's error tool result the
@@ -22,6 +23,11 @@ or item types); nothing that could hide a tool call is skipped. In every format:
   with ``"Error:"``; a flag of the wrong type (``"false"``, ``0``) is refused.
   Writers round-trip the flag (Anthropic ``is_error: true``; the OpenAI formats,
   which have no flag, by the ``"Error: "`` prefix).
+
+Detection (``format="auto"``) picks ``"langchain"`` only for a list of LangChain
+message *objects*, which no other format produces; their dict forms
+(``model_dump``, ``messages_to_dict``, ``dumpd``) need ``format="langchain"``,
+since a ``{"type": ...}`` dict is otherwise read as an OpenAI Responses item.
 """
 
 from __future__ import annotations
@@ -30,14 +36,14 @@ from typing import Any, Literal
 
 from ..errors import FormatError
 from ..messages import Message, ToolCall, Trajectory
-from . import anthropic, openai_chat, openai_responses
+from . import anthropic, langchain, openai_chat, openai_responses
 from ._common import plain
 from .anthropic import tool_call_from_anthropic
 from .detect import candidates, choose, detect_format
 
-FormatName = Literal["openai_chat", "openai_responses", "anthropic"]
-Format = Literal["openai_chat", "openai_responses", "anthropic", "auto"]
-FORMATS: tuple[FormatName, ...] = ("openai_chat", "openai_responses", "anthropic")
+FormatName = Literal["openai_chat", "openai_responses", "anthropic", "langchain"]
+Format = Literal["openai_chat", "openai_responses", "anthropic", "langchain", "auto"]
+FORMATS: tuple[FormatName, ...] = ("openai_chat", "openai_responses", "anthropic", "langchain")
 
 __all__ = [
     "FORMATS",
@@ -67,6 +73,10 @@ def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None)
     Under ``"auto"`` a separate system prompt settles a tie for Anthropic, and an
     empty list is an empty trajectory (every format reads it alike).
     """
+    if format == "auto" and langchain.is_langchain_input(messages):
+        format = "langchain"
+    if format == "langchain":  # the reader takes message objects as they are (no model_dump)
+        return _read_langchain(messages, plain(system))
     messages = plain(messages)
     system = plain(system)
     if format == "auto":
@@ -90,6 +100,17 @@ def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None)
     return trajectory
 
 
+def _read_langchain(messages: Any, system: Any) -> Trajectory:
+    if isinstance(messages, dict):  # an agent state or request body: {"messages": [...], "system": ...}
+        messages, system = _unwrap(messages, system, "langchain")
+    trajectory = langchain.read(messages)
+    if system is not None:
+        if not isinstance(system, str):
+            raise FormatError("langchain: a separate system prompt must be a string")
+        trajectory.messages.insert(0, Message(role="system", content=system))
+    return trajectory
+
+
 def _unwrap(body: dict[str, Any], system: Any, format: str) -> tuple[Any, Any]:
     """A request body's messages and system prompt (``system``, or Responses ``instructions``)."""
     key, system_key = ("input", "instructions") if format == "openai_responses" else ("messages", "system")
@@ -109,6 +130,8 @@ def from_trajectory(trajectory: Trajectory, format: FormatName) -> list[dict[str
         return anthropic.write(trajectory)
     if format == "openai_chat":
         return openai_chat.write(trajectory)
+    if format == "langchain":
+        return langchain.write(trajectory)
     return openai_responses.write(trajectory)
 
 
@@ -123,5 +146,10 @@ def tool_call_from_openai(call: Any) -> ToolCall:
 def tool_error_message(call_id: str, text: str, format: FormatName) -> dict[str, Any]:
     """The error tool result answering call ``call_id`` with ``text``, in ``format``."""
     _check(format)
-    module = {"openai_chat": openai_chat, "openai_responses": openai_responses, "anthropic": anthropic}[format]
+    module = {
+        "openai_chat": openai_chat,
+        "openai_responses": openai_responses,
+        "anthropic": anthropic,
+        "langchain": langchain,
+    }[format]
     return module.tool_error_message(call_id, text)
