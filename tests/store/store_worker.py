@@ -1,6 +1,7 @@
 """Child-process jobs for the multi-process and crash tests (run with runpy in a spawned process).
 
-``JOB`` is injected as a global: ``kind`` plus paths. Every tool invocation
+``JOB`` is injected as a global: ``kind``, the store URL (``url``, SQLite file or
+PostgreSQL schema, opened with ``open_store``) and paths. Every tool invocation
 appends one line to ``JOB["effects"]`` with an O_APPEND write, so the parent can
 count real side effects independently of the ledger.
 """
@@ -8,13 +9,15 @@ count real side effects independently of the ledger.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from policyguard.checklist import Checklist
 from policyguard.executor import GuardedExecutor
 from policyguard.grants import GrantVerifier
 from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
+from policyguard.store import SQLiteStore, Store
+from policyguard.storeurl import open_store
 
 JOB: dict[str, Any] = globals().get("JOB", {})
 
@@ -39,9 +42,13 @@ def refund(order_id: str, amount: float, idempotency_key: str) -> dict[str, Any]
     return {"status": "issued", "amount": amount}
 
 
+def _store() -> Store:
+    return open_store(JOB["url"], synchronous=JOB.get("synchronous", "NORMAL"))
+
+
 def execute() -> None:
     """Wait at the barrier, then try the call with the grant; record the outcome."""
-    store = SQLiteStore(JOB["db"], synchronous="NORMAL")
+    store = _store()
     verifier = GrantVerifier(JOB["public_pem"], nonces=store, current_policy_version=lambda: "v1")
     executor = GuardedExecutor({"issue_refund": refund}, verifier=verifier, ledger=store, checklist=CHECKLIST)
     call = ToolCall.model_validate(JOB["call"])
@@ -52,7 +59,7 @@ def execute() -> None:
 
 def crash_after_tool() -> None:
     """Claim, run the tool, then die before recording completion."""
-    store = SQLiteStore(JOB["db"], synchronous="NORMAL")
+    store = _store()
     store.begin_effect(
         JOB["key"], tool="issue_refund", transaction_id="O1", amount=50, currency=None, args_sha256=JOB["sha"]
     )
@@ -62,7 +69,7 @@ def crash_after_tool() -> None:
 
 def commit_forever() -> None:
     """Claim, run, complete, over and over, until the parent kills us."""
-    store = SQLiteStore(JOB["db"], synchronous=JOB.get("synchronous", "NORMAL"))
+    store = _store()
     i = 0
     while True:
         key = f"k{i:06d}"
@@ -72,5 +79,41 @@ def commit_forever() -> None:
         i += 1
 
 
+def hang_inside_claim() -> None:
+    """Start an enforced claim and stop inside its transaction (holding its locks) until killed.
+
+    The store reads its clock inside the claim transaction, after the ceiling
+    check and before the insert; this clock announces that and sleeps.
+    """
+
+    def clock() -> float:
+        _append(JOB["effects"], "inside")
+        time.sleep(120)
+        return 0.0
+
+    url: str = JOB["url"]
+    if url.startswith("sqlite:///"):
+        store: Store = SQLiteStore(url[len("sqlite:///") :], clock=clock)
+    else:
+        from policyguard.pgstore import PostgresStore
+
+        store = PostgresStore(url, clock=clock)
+    store.begin_effect(
+        "stuck",
+        tool="issue_refund",
+        transaction_id="O1",
+        amount=5,
+        currency=None,
+        args_sha256="x",
+        enforce_captured=True,
+    )
+
+
 if __name__ == "__main__":
-    {"execute": execute, "crash_after_tool": crash_after_tool, "commit_forever": commit_forever}[JOB["kind"]]()
+    kinds = {
+        "execute": execute,
+        "crash_after_tool": crash_after_tool,
+        "commit_forever": commit_forever,
+        "hang_inside_claim": hang_inside_claim,
+    }
+    kinds[JOB["kind"]]()
