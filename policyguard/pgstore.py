@@ -31,7 +31,9 @@ Which guarantees of the database carry which promise, and why these:
 
 Every server, network, pool or timeout failure is raised as
 :class:`~policyguard.store.LedgerUnavailable` (inconclusive, never "no
-effect"); ``statement_timeout`` and ``lock_timeout`` bound every wait.
+effect"); ``statement_timeout`` and ``lock_timeout`` bound every wait. So is a
+value PostgreSQL cannot hold as text (a NUL character, which SQLite would
+store, or a lone surrogate): the call is refused, never half-recorded.
 
 Schema: created on first use and versioned in table ``schema_version``
 (:data:`SCHEMA_VERSION`). Migrations run in one transaction under an advisory
@@ -181,6 +183,8 @@ class PostgresStore:
         except psycopg.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise LedgerUnavailable(f"{self.url}: {first}") from exc
+        except UnicodeEncodeError as exc:  # a lone surrogate in a key: it cannot be sent, so nothing is known
+            raise LedgerUnavailable(f"{self.url}: a value is not valid UTF-8 text ({exc.reason})") from exc
 
     @contextmanager
     def _conn(self) -> Iterator[Connection[Any]]:

@@ -7,6 +7,7 @@ file to a shared database by changing a setting, not code.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from .errors import ConfigError
@@ -44,5 +45,7 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> 
                 "store URL postgresql://...: needs psycopg and psycopg_pool; pip install 'policyguard[postgres]'"
             ) from exc
         return PostgresStore(url)
-    scheme = url.split(":", 1)[0] if ":" in url else url
-    raise ConfigError(f"store URL {scheme!r}...: unknown scheme {scheme!r}; {_USAGE}")
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        raise ConfigError(f"store URL: not a scheme://... URL; {_USAGE}")  # the text is not echoed: it may be a secret
+    raise ConfigError(f"store URL {scheme}://...: unknown scheme {scheme!r}; {_USAGE}")
