@@ -52,8 +52,12 @@ def _run(args: list[str], user: str | None, timeout: float) -> None:
 
 
 @contextmanager
-def throwaway_cluster() -> Iterator[str]:
-    """Start a private cluster; yield its URL; stop it and delete its files."""
+def throwaway_cluster(*, durable: bool = False) -> Iterator[str]:
+    """Start a private cluster; yield its URL; stop it and delete its files.
+
+    Tests run it with ``fsync=off`` (they kill clients, not the server);
+    ``durable=True`` keeps PostgreSQL's default fsync, for benchmarks.
+    """
     bin_dir = _bin_dir()
     user = None
     if os.geteuid() == 0:
@@ -72,7 +76,9 @@ def throwaway_cluster() -> Iterator[str]:
         port = 0
         for _ in range(3):  # the port could be taken between finding it and binding it
             port = _free_port()
-            options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
+            options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c max_connections=200"
+            if not durable:
+                options += " -c fsync=off"
             try:
                 _run(
                     [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "-t", "60"]
