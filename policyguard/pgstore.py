@@ -39,12 +39,13 @@ Schema: created on first use and versioned in table ``schema_version``
 (:data:`SCHEMA_VERSION`). Migrations run in one transaction under an advisory
 lock, so replicas that start together migrate once; a database written by a
 newer PolicyGuard is refused rather than misread. The tables go in the first
-schema of the connection's ``search_path`` (``?options=-csearch_path%3Dname`` in
-the URL puts them in schema ``name``).
+schema of the connection's ``search_path``, or in ``schema`` (created if need
+be) when one is given, so several deployments can share one database.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -88,6 +89,7 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
 # pg_advisory_xact_lock key serialising migrations of every PolicyGuard store in one database.
 _MIGRATION_LOCK = 0x706F6C6779  # "polgy"
 _RETRIES = 5
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _EFFECT_NAMES = (
     "idempotency_key",
@@ -124,6 +126,7 @@ class PostgresStore:
     most ``max_size`` connections per store; ``connect_timeout_s`` bounds
     opening, ``timeout_s`` bounds waiting for a pooled connection, a statement
     and a lock. An unreachable server raises :class:`LedgerUnavailable` here.
+    ``schema`` (lower-case letters, digits, ``_``) puts the tables in that schema.
     """
 
     def __init__(
@@ -134,8 +137,11 @@ class PostgresStore:
         max_size: int = 16,
         connect_timeout_s: float = 5.0,
         timeout_s: float = 10.0,
+        schema: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
+            raise ValueError(f"schema {schema!r}: use 1-63 lower-case letters, digits and '_'")
         if not 1 <= min_size <= max_size:
             raise ValueError("need 1 <= min_size <= max_size")
         if connect_timeout_s <= 0 or timeout_s <= 0:
@@ -148,6 +154,7 @@ class PostgresStore:
                 "PostgresStore needs psycopg and psycopg_pool: pip install 'policyguard[postgres]'"
             ) from exc
         self.url = redact(url)
+        self.schema = schema
         self._clock = clock
         self._timeout_ms = max(1, int(timeout_s * 1000))
         self._pool: ConnectionPool[Any] = ConnectionPool(
@@ -173,6 +180,8 @@ class PostgresStore:
     def _configure(self, conn: Connection[Any]) -> None:
         conn.execute(f"SET statement_timeout = {self._timeout_ms}")
         conn.execute(f"SET lock_timeout = {self._timeout_ms}")
+        if self.schema is not None:
+            conn.execute(f'SET search_path = "{self.schema}"')  # type: ignore[arg-type]  # validated name
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -210,6 +219,8 @@ class PostgresStore:
     def _migrate(self) -> None:
         def work(conn: Connection[Any]) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if self.schema is not None:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')  # type: ignore[arg-type]
             conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
             version = int(row[0]) if row else 0
@@ -390,6 +401,19 @@ class PostgresStore:
         with self._conn() as conn:
             rows = conn.execute(f"SELECT {_EFFECT_COLUMNS} FROM effects ORDER BY created_at, seq").fetchall()
         return [_record(row) for row in rows]
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Delete ``schema`` and every table in it (a scratch store's cleanup); LedgerUnavailable on failure."""
+    import psycopg
+
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise ValueError(f"schema {schema!r}: use 1-63 lower-case letters, digits and '_'")
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]  # validated name
+    except psycopg.Error as exc:
+        raise LedgerUnavailable(f"{redact(url)}: cannot drop schema {schema}: {exc}") from exc
 
 
 def _record(row: tuple[Any, ...]) -> EffectRecord:

@@ -23,7 +23,7 @@ from policyguard.storeurl import open_store
 
 psycopg = pytest.importorskip("psycopg", reason="the extra [postgres] is not installed")
 
-from policyguard.pgstore import SCHEMA_VERSION, PostgresStore, redact  # noqa: E402
+from policyguard.pgstore import SCHEMA_VERSION, PostgresStore, drop_schema, redact  # noqa: E402
 
 
 @pytest.fixture
@@ -83,6 +83,25 @@ def test_a_database_from_a_newer_policyguard_is_refused(pg_url: str, pg: Postgre
     _sql(pg_url, "INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION + 1,))
     with pytest.raises(LedgerUnavailable, match="schema version 2 is newer"):
         PostgresStore(pg_url)
+
+
+def test_a_named_schema_keeps_a_deployment_apart_and_can_be_dropped(pg_url: str, pg: PostgresStore) -> None:
+    other = PostgresStore(pg_url, schema="tenant_b")
+    try:
+        assert pg.consume("n1", 1e12) and other.consume("n1", 1e12)  # two deployments, two nonce tables
+        assert other.consume("n1", 1e12) is False
+    finally:
+        other.close()
+    drop_schema(pg_url, "tenant_b")
+    assert _sql(pg_url, "SELECT 1 FROM pg_namespace WHERE nspname = 'tenant_b'") == []
+
+
+@pytest.mark.parametrize("schema", ["Tenant", "a-b", 'x"; DROP TABLE nonces; --', "", "a" * 64])
+def test_a_schema_name_that_needs_quoting_is_refused(pg_url: str, schema: str) -> None:
+    with pytest.raises(ValueError, match="schema"):
+        PostgresStore(pg_url, schema=schema)
+    with pytest.raises(ValueError, match="schema"):
+        drop_schema(pg_url, schema)
 
 
 # -- a server that fails -------------------------------------------------------
