@@ -190,8 +190,7 @@ class PostgresStore:
         try:
             yield
         except psycopg.Error as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise LedgerUnavailable(f"{self.url}: {first}") from exc
+            raise LedgerUnavailable(f"{self.url}: {_first_line(exc)}") from exc
         except UnicodeEncodeError as exc:  # a lone surrogate in a key: it cannot be sent, so nothing is known
             raise LedgerUnavailable(f"{self.url}: a value is not valid UTF-8 text ({exc.reason})") from exc
 
@@ -413,7 +412,12 @@ def drop_schema(url: str, schema: str) -> None:
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]  # validated name
     except psycopg.Error as exc:
-        raise LedgerUnavailable(f"{redact(url)}: cannot drop schema {schema}: {exc}") from exc
+        raise LedgerUnavailable(f"{redact(url)}: cannot drop schema {schema}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _record(row: tuple[Any, ...]) -> EffectRecord:
