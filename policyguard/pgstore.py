@@ -13,21 +13,23 @@ Which guarantees of the database carry which promise, and why these:
   CONFLICT DO NOTHING``. The unique index decides the race between replicas; a
   second inserter waits for the first one's transaction and then sees the
   conflict. One statement, no retry loop, no isolation level above the default.
-- *The refund ceiling* (``enforce_captured``): the claim transaction first takes
+- *The refund ceiling* (``enforce_captured``): the claim is one call of the
+  server-side function ``policyguard_claim`` (created by the migration: one
+  round trip, and the lock is held for server time only). It first takes
   ``SELECT ... FROM captures ... FOR UPDATE``, a row lock, so enforced claims
   against one transaction run one after the other and each reads the running
   ``claimed`` sum that the previous one committed (READ COMMITTED gives every
-  statement a fresh snapshot). Row locks and not SERIALIZABLE: only claims on the
-  *same* transaction wait for each other, and nothing has to be retried under
-  load. A claim without the ceiling does not check anything, so it needs no lock:
+  statement a fresh snapshot). Row locks and not SERIALIZABLE: only claims on
+  the *same* transaction wait for each other, and nothing has to be retried
+  under load. A claim without the ceiling checks nothing, so it takes no lock:
   it is ordered by the unique key and bumps ``claimed`` with an atomic upsert.
 - *A claim is wholly there or absent*: the effect row and the ``claimed`` bump
   are one transaction; a process killed in the middle leaves neither (the server
   rolls back when the connection drops).
 - No deadlocks by construction: every transaction takes its locks in the order
   captures row, effects row, claimed row. Should the server still report a
-  deadlock or a serialization failure, the transaction is retried a few times
-  and then reported as :class:`~policyguard.store.LedgerUnavailable`.
+  deadlock, the claim fails as :class:`~policyguard.store.LedgerUnavailable`
+  (``release_pending`` and the migration retry a few times first).
 
 Every server, network, pool or timeout failure is raised as
 :class:`~policyguard.store.LedgerUnavailable` (inconclusive, never "no
@@ -60,6 +62,52 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = 1
 
+# The claim as one server-side statement: the row lock on the captures row is held for
+# microseconds of server time, not for several client round trips, so claims on one hot
+# transaction queue briefly. Each statement inside takes a fresh READ COMMITTED snapshot
+# (the function is VOLATILE), so the claimed sum read after the lock includes every
+# claim committed before it. search_path is bound at creation: the function always
+# works on the tables of the schema it was created in.
+_CLAIM_FUNCTION = """
+CREATE FUNCTION policyguard_claim(
+    p_key TEXT, p_tool TEXT, p_tx TEXT, p_amount DOUBLE PRECISION, p_currency TEXT, p_sha TEXT,
+    p_enforce BOOLEAN, p_now DOUBLE PRECISION,
+    OUT o_outcome TEXT, OUT o_spent DOUBLE PRECISION, OUT o_ceiling DOUBLE PRECISION)
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+BEGIN
+    IF p_enforce THEN
+        SELECT c.amount INTO o_ceiling FROM captures c WHERE c.transaction_id = p_tx FOR UPDATE;
+    END IF;
+    PERFORM 1 FROM effects e WHERE e.idempotency_key = p_key;
+    IF FOUND THEN
+        o_outcome := 'existing';
+        RETURN;
+    END IF;
+    IF p_enforce THEN
+        IF o_ceiling IS NULL THEN
+            o_outcome := 'unknown';
+            RETURN;
+        END IF;
+        SELECT k.amount INTO o_spent FROM claimed k WHERE k.transaction_id = p_tx;
+        o_spent := COALESCE(o_spent, 0);
+        IF o_spent + p_amount > o_ceiling + 1e-9 THEN
+            o_outcome := 'exceeds';
+            RETURN;
+        END IF;
+    END IF;
+    INSERT INTO effects (idempotency_key, tool, transaction_id, amount, currency, args_sha256, status, created_at)
+        VALUES (p_key, p_tool, p_tx, p_amount, p_currency, p_sha, 'pending', p_now)
+        ON CONFLICT (idempotency_key) DO NOTHING;
+    IF NOT FOUND THEN
+        o_outcome := 'existing';
+        RETURN;
+    END IF;
+    INSERT INTO claimed AS k (transaction_id, amount) VALUES (p_tx, p_amount)
+        ON CONFLICT (transaction_id) DO UPDATE SET amount = k.amount + excluded.amount;
+    o_outcome := 'created';
+END
+$$"""
+
 # (version, statements): applied in order to a database below that version. Never edit a shipped entry.
 _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (
@@ -83,6 +131,7 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX effects_by_transaction ON effects (transaction_id, status)",
             "CREATE TABLE captures (transaction_id TEXT PRIMARY KEY, amount DOUBLE PRECISION NOT NULL)",
             "CREATE TABLE claimed (transaction_id TEXT PRIMARY KEY, amount DOUBLE PRECISION NOT NULL)",
+            _CLAIM_FUNCTION,
         ),
     ),
 )
@@ -286,41 +335,38 @@ class PostgresStore:
         transaction cannot both pass it.
         """
 
-        def work(conn: Connection[Any]) -> EffectClaim | None:
-            ceiling: float | None = None
-            if enforce_captured:
+        now = float(self._clock())
+        for _ in range(_RETRIES):
+            with self._conn() as conn:
                 row = conn.execute(
-                    "SELECT amount FROM captures WHERE transaction_id = %s FOR UPDATE", (transaction_id,)
+                    "SELECT o_outcome, o_spent, o_ceiling FROM policyguard_claim(%s, %s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        idempotency_key,
+                        tool,
+                        transaction_id,
+                        float(amount),
+                        currency,
+                        args_sha256,
+                        enforce_captured,
+                        now,
+                    ),
                 ).fetchone()
-                ceiling = None if row is None else float(row[0])
-            existing = conn.execute(_SELECT_EFFECT, (idempotency_key,)).fetchone()
-            if existing is not None:
-                return EffectClaim(created=False, record=_record(existing))
-            if enforce_captured:
-                if ceiling is None:
-                    return EffectClaim(created=False, record=None, refusal="captured amount unknown")
-                row = conn.execute("SELECT amount FROM claimed WHERE transaction_id = %s", (transaction_id,)).fetchone()
-                spent = float(row[0]) if row is not None else 0.0
-                if spent + amount > ceiling + 1e-9:
-                    return EffectClaim(
-                        created=False,
-                        record=None,
-                        refusal=f"would exceed captured: {spent:g} already + {amount:g} > {ceiling:g}",
-                    )
-            now = float(self._clock())
-            inserted = conn.execute(
-                f"INSERT INTO effects ({_EFFECT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, 'pending', NULL, %s, NULL) "
-                "ON CONFLICT (idempotency_key) DO NOTHING RETURNING idempotency_key",
-                (idempotency_key, tool, transaction_id, float(amount), currency, args_sha256, now),
-            ).fetchone()
-            if inserted is None:  # a concurrent claim of this key committed first
-                existing = conn.execute(_SELECT_EFFECT, (idempotency_key,)).fetchone()
-                return None if existing is None else EffectClaim(created=False, record=_record(existing))
-            conn.execute(
-                "INSERT INTO claimed (transaction_id, amount) VALUES (%s, %s) "
-                "ON CONFLICT (transaction_id) DO UPDATE SET amount = claimed.amount + excluded.amount",
-                (transaction_id, float(amount)),
-            )
+                if row is None:  # pragma: no cover - the function always returns one row
+                    raise LedgerUnavailable(f"{self.url}: policyguard_claim returned nothing")
+                outcome, spent, ceiling = row
+                if outcome == "existing":
+                    existing = conn.execute(_SELECT_EFFECT, (idempotency_key,)).fetchone()
+                    if existing is None:
+                        continue  # released between the claim and this read: claim again
+                    return EffectClaim(created=False, record=_record(existing))
+            if outcome == "unknown":
+                return EffectClaim(created=False, record=None, refusal="captured amount unknown")
+            if outcome == "exceeds":
+                return EffectClaim(
+                    created=False,
+                    record=None,
+                    refusal=f"would exceed captured: {spent:g} already + {amount:g} > {ceiling:g}",
+                )
             record = EffectRecord(
                 idempotency_key=idempotency_key,
                 tool=tool,
@@ -332,12 +378,6 @@ class PostgresStore:
                 created_at=now,
             )
             return EffectClaim(created=True, record=record)
-
-        for _ in range(_RETRIES):
-            claim = self._in_transaction(work)
-            if claim is not None:
-                return claim
-            # The competing claim was released between our insert and our read: claim again.
         raise LedgerUnavailable(f"{self.url}: key {idempotency_key!r} kept changing under the claim; try again")
 
     def complete_effect(self, idempotency_key: str, result_json: str) -> None:

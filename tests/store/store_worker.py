@@ -80,33 +80,42 @@ def commit_forever() -> None:
 
 
 def hang_inside_claim() -> None:
-    """Start an enforced claim and stop inside its transaction (holding its locks) until killed.
+    """Make an enforced claim and stop inside its transaction, holding its locks, until killed.
 
-    The store reads its clock inside the claim transaction, after the ceiling
-    check and before the insert; this clock announces that and sleeps.
+    SQLite: the store reads its clock inside the BEGIN IMMEDIATE claim
+    transaction; this clock announces that and sleeps. PostgreSQL: the store's
+    claim function runs in a transaction that is then left open - the effect row
+    and the claimed sum are written but not committed, the ceiling lock is held.
     """
-
-    def clock() -> float:
-        _append(JOB["effects"], "inside")
-        time.sleep(120)
-        return 0.0
-
     url: str = JOB["url"]
     if url.startswith("sqlite:///"):
-        store: Store = SQLiteStore(url[len("sqlite:///") :], clock=clock)
-    else:
-        from policyguard.pgstore import PostgresStore
 
-        store = PostgresStore(url, clock=clock)
-    store.begin_effect(
-        "stuck",
-        tool="issue_refund",
-        transaction_id="O1",
-        amount=5,
-        currency=None,
-        args_sha256="x",
-        enforce_captured=True,
-    )
+        def clock() -> float:
+            _append(JOB["effects"], "inside")
+            time.sleep(120)
+            return 0.0
+
+        SQLiteStore(url[len("sqlite:///") :], clock=clock).begin_effect(
+            "stuck",
+            tool="issue_refund",
+            transaction_id="O1",
+            amount=5,
+            currency=None,
+            args_sha256="x",
+            enforce_captured=True,
+        )
+        return
+    import psycopg
+
+    from policyguard.pgstore import PostgresStore
+
+    PostgresStore(url).close()  # the schema and its claim function exist
+    conn = psycopg.connect(url)  # not autocommit: the claim below stays uncommitted
+    outcome = conn.execute(
+        "SELECT o_outcome FROM policyguard_claim('stuck', 'issue_refund', 'O1', 5, NULL, 'x', true, 0)"
+    ).fetchone()
+    _append(JOB["effects"], "inside" if outcome == ("created",) else f"unexpected {outcome}")
+    time.sleep(120)
 
 
 if __name__ == "__main__":
