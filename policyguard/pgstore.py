@@ -176,6 +176,7 @@ class PostgresStore:
     opening, ``timeout_s`` bounds waiting for a pooled connection, a statement
     and a lock. An unreachable server raises :class:`LedgerUnavailable` here.
     ``schema`` (lower-case letters, digits, ``_``) puts the tables in that schema.
+    Thread-safe; open one store per process (after a fork, never inherit one).
     """
 
     def __init__(
