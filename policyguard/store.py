@@ -122,6 +122,18 @@ class Ledger(Protocol):
     def entries(self) -> list[EffectRecord]: ...
 
 
+@runtime_checkable
+class Store(NonceStore, Ledger, Protocol):
+    """What ``open_store(url)`` returns: both contracts plus the operator's release and ``close``.
+
+    Implemented by :class:`SQLiteStore` and :class:`policyguard.pgstore.PostgresStore`.
+    """
+
+    def release_pending(self, idempotency_key: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nonces (
     nonce TEXT PRIMARY KEY,

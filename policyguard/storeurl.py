@@ -1,4 +1,4 @@
-"""Choose a store by URL: ``sqlite:///path.db``, ``sqlite:///:memory:`` (later: ``postgresql://...``).
+"""Choose a store by URL: ``sqlite:///path.db``, ``sqlite:///:memory:`` or ``postgresql://...``.
 
 One string configures the store everywhere a store is chosen (``--store URL`` on
 the command line, ``open_store(url)`` in code), so a deployment moves from one
@@ -7,26 +7,45 @@ file to a shared database by changing a setting, not code.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from .errors import ConfigError
-from .store import SQLiteStore
+from .store import SQLiteStore, Store
 
 _SQLITE = "sqlite://"
+_POSTGRES = ("postgresql://", "postgres://")
+_USAGE = "use sqlite:///path.db or postgresql://user@host:5432/dbname"
 
 
-def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> SQLiteStore:
+def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> Store:
     """The store ``url`` names; a :class:`ConfigError` naming the URL when it names none.
 
     ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` open (and
-    create) a SQLite file; ``sqlite:///:memory:`` a private in-memory database.
+    create) a SQLite file; ``sqlite:///:memory:`` a private in-memory database;
+    ``synchronous`` applies to SQLite only. ``postgresql://`` (or ``postgres://``)
+    URLs open a :class:`~policyguard.pgstore.PostgresStore` (extra
+    ``[postgres]``); an unreachable server raises ``LedgerUnavailable``.
     """
     if not isinstance(url, str) or not url:
-        raise ConfigError("store URL: empty; use sqlite:///path.db")
+        raise ConfigError(f"store URL: empty; {_USAGE}")
     if url.startswith(_SQLITE):
         path = url[len(_SQLITE) :]
         if not path.startswith("/") or path == "/":
             raise ConfigError(f"store URL {url!r}: a SQLite URL is sqlite:///path.db (three slashes)")
         return SQLiteStore(path[1:], synchronous=synchronous)
-    scheme = url.split(":", 1)[0] if ":" in url else url
-    raise ConfigError(f"store URL {url!r}: unknown scheme {scheme!r}; use sqlite:///path.db")
+    if url.startswith(_POSTGRES):
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+
+            from .pgstore import PostgresStore
+        except ImportError as exc:
+            raise ConfigError(
+                "store URL postgresql://...: needs psycopg and psycopg_pool; pip install 'policyguard[postgres]'"
+            ) from exc
+        return PostgresStore(url)
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        raise ConfigError(f"store URL: not a scheme://... URL; {_USAGE}")  # the text is not echoed: it may be a secret
+    raise ConfigError(f"store URL {scheme}://...: unknown scheme {scheme!r}; {_USAGE}")

@@ -7,9 +7,14 @@ closed, so a swallowed network error would otherwise pass silently).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import socket
 from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -72,3 +77,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keys = marker.kwargs.get("keys") or marker.args or ("OPENAI_API_KEY",)
         if not os.environ.get("POLICYGUARD_LIVE_TESTS") or not any(os.environ.get(k) for k in keys):
             item.add_marker(pytest.mark.skip(reason=f"live test: set POLICYGUARD_LIVE_TESTS=1 and one of {keys}"))
+
+
+@functools.cache
+def _pgserver() -> ModuleType:
+    """tests/pgserver.py, loaded by path (the tests are not a package)."""
+    spec = importlib.util.spec_from_file_location("policyguard_tests_pgserver", Path(__file__).with_name("pgserver.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server for the session: $POLICYGUARD_TEST_POSTGRES_URL, else a throwaway cluster.
+
+    Skips with the reason when no server can be had; under $CI it fails instead,
+    so CI never passes by skipping the PostgreSQL half of the contract suite.
+    """
+    pg = _pgserver()
+    with ExitStack() as stack:
+        try:
+            pg.check_psycopg()
+            url = os.environ.get(pg.ENV) or stack.enter_context(pg.throwaway_cluster())
+            pg.check_reachable(url)
+        except pg.NoServer as exc:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI needs a PostgreSQL server for the store tests: {exc}")
+            pytest.skip(f"no PostgreSQL server (set {pg.ENV} or install postgresql): {exc}")
+        yield url
+
+
+@pytest.fixture
+def pg_url(postgres_url: str) -> Iterator[str]:
+    """A URL to a fresh, empty schema of the session's server, dropped after the test."""
+    with _pgserver().fresh_schema(postgres_url) as url:
+        yield url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -20,7 +21,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         description=(
             "Runs every sample of the refund eval, scores decision, tool arguments and the final ledger, "
             "and applies the release gate. Exit 0 passed, 1 failed (e.g. any unauthorized refund), "
-            "2 bad input, 3 inconclusive (the ledger could not be read)."
+            "2 bad input, 3 inconclusive (the ledger or the --store could not be read)."
         ),
     )
     run.add_argument(
@@ -41,6 +42,13 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         default="available",
         help="'unavailable' makes the final-state verifier's ledger connection fail (result: inconclusive)",
     )
+    run.add_argument(
+        "--store",
+        default="sqlite:///:memory:",
+        metavar="URL",
+        help="the fixed target's guard store (nonces, denials, effect ledger): sqlite:///:memory: (default, "
+        "one per trial) or postgresql://... (a scratch schema per trial, dropped afterwards)",
+    )
     run.add_argument("--repetitions", type=int, default=None, help="override the spec's repetitions")
     run.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     run.set_defaults(func=_run)
@@ -54,13 +62,25 @@ def _run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..refund import format_summary, load_eval, run_eval
     from ..refund.run import summary_json
+    from ..store import LedgerUnavailable
 
     path = Path(args.eval) if args.eval else _default_eval()
     if not path.is_file():
         raise ConfigError(f"{path}: eval spec not found (pass --eval)")
     if args.repetitions is not None and args.repetitions < 1:
         raise ConfigError("--repetitions must be at least 1")
-    summary = run_eval(load_eval(path), args.target, args.output, ledger=args.ledger, repetitions=args.repetitions)
+    try:
+        summary = run_eval(
+            load_eval(path),
+            args.target,
+            args.output,
+            ledger=args.ledger,
+            repetitions=args.repetitions,
+            store=args.store,
+        )
+    except LedgerUnavailable as exc:
+        print(f"policyguard: inconclusive: --store: {exc}", file=sys.stderr)
+        return 3
     print(summary_json(summary) if args.json else format_summary(summary))
     return summary.exit_code
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,8 +35,12 @@ from .scoring import (
 from .spec import LoadedEval, Sample, TargetId
 from .targets import AgentRun, BuggyTarget, FixedTarget, Target, run_agent
 
+if TYPE_CHECKING:
+    from ..store import Store
+
 LedgerMode = Literal["available", "unavailable"]
 EXIT_CODES = {"passed": 0, "failed": 1, "inconclusive": 3}
+MEMORY_STORE = "sqlite:///:memory:"
 
 
 class TrialIdentity(BaseModel):
@@ -82,13 +89,47 @@ def _trial_id(loaded: LoadedEval, sample: Sample, target: str, repetition: int) 
 
 
 def _make_target(
-    target: TargetId, loaded: LoadedEval, sandbox: PaymentSandbox, trace: Trace, keypair: tuple[bytes, bytes] | None
+    target: TargetId,
+    loaded: LoadedEval,
+    sandbox: PaymentSandbox,
+    trace: Trace,
+    keypair: tuple[bytes, bytes] | None,
+    store: Store | None = None,
 ) -> Target:
     if target == "buggy":
         return BuggyTarget(sandbox, trace)
     if target == "fixed":
-        return FixedTarget(loaded, sandbox, trace, keypair=keypair)
+        return FixedTarget(loaded, sandbox, trace, keypair=keypair, store=store)
     raise ConfigError(f"unknown target {target!r}; the eval defines {sorted(loaded.spec.targets)}")
+
+
+def _check_store_url(url: str) -> None:
+    """Every trial needs an empty guard store: a private memory database, or a scratch schema on PostgreSQL."""
+    if url != MEMORY_STORE and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"--store: the refund eval needs an empty store per trial; use {MEMORY_STORE} (the default) "
+            "or postgresql://... (each trial gets its own schema, dropped afterwards)"
+        )
+    if url != MEMORY_STORE:
+        with _trial_store(url):  # fail before the first trial when the server cannot be reached
+            pass
+
+
+@contextmanager
+def _trial_store(url: str) -> Iterator[Store | None]:
+    """The fixed target's guard store for one trial (None: the target's private memory store)."""
+    if url == MEMORY_STORE:
+        yield None
+        return
+    from ..pgstore import PostgresStore, drop_schema
+
+    schema = f"policyguard_refund_{uuid.uuid4().hex[:16]}"
+    store = PostgresStore(url, schema=schema, max_size=2)  # creates the schema in its first transaction
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_schema(url, schema)
 
 
 def run_eval(
@@ -98,10 +139,18 @@ def run_eval(
     *,
     ledger: LedgerMode = "available",
     repetitions: int | None = None,
+    store: str = MEMORY_STORE,
 ) -> RunSummary:
-    """Run, score and gate one target; writes the output directory (replacing an earlier run's files)."""
+    """Run, score and gate one target; writes the output directory (replacing an earlier run's files).
+
+    ``store`` is the URL of the fixed target's guard store (nonces, denials,
+    effect ledger): a private memory database per trial, or PostgreSQL with a
+    scratch schema per trial.
+    """
     if target not in loaded.spec.targets:
         raise ConfigError(f"target {target!r} is not in {loaded.path}")
+    if target == "fixed":
+        _check_store_url(store)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     for name in ("summary.json", "trace.jsonl", "ledger.sqlite"):
@@ -129,8 +178,9 @@ def run_eval(
                 trial_id = _trial_id(loaded, sample, target, repetition)
                 sandbox = PaymentSandbox(loaded.dataset, sandbox_ledger, trial_id, fault=sample.fault)
                 try:
-                    agent = _make_target(target, loaded, sandbox, trace, keypair)
-                    run = run_agent(sample, agent, call_prefix=trial_id)
+                    with _trial_store(store if target == "fixed" else MEMORY_STORE) as guard_store:
+                        agent = _make_target(target, loaded, sandbox, trace, keypair, guard_store)
+                        run = run_agent(sample, agent, call_prefix=trial_id)
                 except Exception as exc:  # a harness failure is counted, never scored as a pass
                     run = AgentRun(decision=None, reply="", reads=[], attempts=[], error=f"{type(exc).__name__}: {exc}")
                 mismatch = _trace_against_ledger(trace, trial_id, sandbox)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +29,9 @@ from ..messages import Message, ToolCall, Trajectory
 from ..trace import Trace
 from .sandbox import PaymentSandbox, RefundRow, SandboxResolver, TransportError
 from .spec import DecisionKind, LoadedEval, Sample
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 AttemptOutcome = Literal["executed", "blocked", "refused", "transport_error", "recovered_by_lookup", "from_ledger"]
 POLICY_REQUIREMENT = "refund.policy_allows"
@@ -179,6 +182,7 @@ class FixedTarget:
         clock: Callable[[], float] = time.time,
         grant_ttl_s: int = 120,
         keypair: tuple[bytes, bytes] | None = None,
+        store: Store | None = None,
     ) -> None:
         from ..approvals import RecordApprovals
         from ..executor import GuardedExecutor
@@ -194,7 +198,7 @@ class FixedTarget:
         self.sandbox = sandbox
         self.trace = trace
         self.policy_version = checklist.policy.version
-        self.store = SQLiteStore(":memory:", clock=clock)
+        self.store: Store = store if store is not None else SQLiteStore(":memory:", clock=clock)
         for transaction_id, transaction in loaded.dataset.transactions.items():
             self.store.set_captured(transaction_id, transaction.captured)
         private_pem, public_pem = keypair or generate_keypair()

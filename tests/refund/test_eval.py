@@ -153,3 +153,37 @@ def test_spec_is_pinned_to_its_policy_version(tmp_path: Path, eval_path: Path) -
     (copy / "policy.md").write_text((copy / "policy.md").read_text() + "\n6. New rule.\n")
     with pytest.raises(ConfigError, match="policy_version"):
         load_eval(copy / "eval.yaml")
+
+
+def test_the_fixed_target_passes_with_its_guard_store_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    """--store postgresql://: every trial gets a scratch schema, the eval passes, no schema is left behind."""
+    import psycopg
+
+    def scratch() -> set[str]:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'policyguard_refund_%'").fetchall()
+        return {r[0] for r in rows}
+
+    before = scratch()
+    out = tmp_path / "pg"
+    assert main(["bench", "refund", "--target", "fixed", "--output", str(out), "--store", postgres_url]) == 0
+    assert load_summary(out).gate.status == "passed"
+    assert scratch() == before
+
+
+def test_an_unreachable_store_is_inconclusive_and_a_file_store_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = f"postgresql://u:secret@127.0.0.1:{port}/db?connect_timeout=1"
+    assert main(["bench", "refund", "--target", "fixed", "--output", str(tmp_path / "a"), "--store", dead]) == 3
+    err = capsys.readouterr().err
+    assert "inconclusive" in err and "secret" not in err and len(err.strip().splitlines()) == 1
+    assert (
+        main(["bench", "refund", "--target", "fixed", "--output", str(tmp_path / "b"), "--store", "sqlite:///x.db"])
+        == 2
+    )

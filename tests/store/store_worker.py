@@ -1,6 +1,7 @@
 """Child-process jobs for the multi-process and crash tests (run with runpy in a spawned process).
 
-``JOB`` is injected as a global: ``kind`` plus paths. Every tool invocation
+``JOB`` is injected as a global: ``kind``, the store URL (``url``, SQLite file or
+PostgreSQL schema, opened with ``open_store``) and paths. Every tool invocation
 appends one line to ``JOB["effects"]`` with an O_APPEND write, so the parent can
 count real side effects independently of the ledger.
 """
@@ -8,13 +9,15 @@ count real side effects independently of the ledger.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from policyguard.checklist import Checklist
 from policyguard.executor import GuardedExecutor
 from policyguard.grants import GrantVerifier
 from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
+from policyguard.store import SQLiteStore, Store
+from policyguard.storeurl import open_store
 
 JOB: dict[str, Any] = globals().get("JOB", {})
 
@@ -39,9 +42,13 @@ def refund(order_id: str, amount: float, idempotency_key: str) -> dict[str, Any]
     return {"status": "issued", "amount": amount}
 
 
+def _store() -> Store:
+    return open_store(JOB["url"], synchronous=JOB.get("synchronous", "NORMAL"))
+
+
 def execute() -> None:
     """Wait at the barrier, then try the call with the grant; record the outcome."""
-    store = SQLiteStore(JOB["db"], synchronous="NORMAL")
+    store = _store()
     verifier = GrantVerifier(JOB["public_pem"], nonces=store, current_policy_version=lambda: "v1")
     executor = GuardedExecutor({"issue_refund": refund}, verifier=verifier, ledger=store, checklist=CHECKLIST)
     call = ToolCall.model_validate(JOB["call"])
@@ -52,7 +59,7 @@ def execute() -> None:
 
 def crash_after_tool() -> None:
     """Claim, run the tool, then die before recording completion."""
-    store = SQLiteStore(JOB["db"], synchronous="NORMAL")
+    store = _store()
     store.begin_effect(
         JOB["key"], tool="issue_refund", transaction_id="O1", amount=50, currency=None, args_sha256=JOB["sha"]
     )
@@ -62,7 +69,7 @@ def crash_after_tool() -> None:
 
 def commit_forever() -> None:
     """Claim, run, complete, over and over, until the parent kills us."""
-    store = SQLiteStore(JOB["db"], synchronous=JOB.get("synchronous", "NORMAL"))
+    store = _store()
     i = 0
     while True:
         key = f"k{i:06d}"
@@ -72,5 +79,50 @@ def commit_forever() -> None:
         i += 1
 
 
+def hang_inside_claim() -> None:
+    """Make an enforced claim and stop inside its transaction, holding its locks, until killed.
+
+    SQLite: the store reads its clock inside the BEGIN IMMEDIATE claim
+    transaction; this clock announces that and sleeps. PostgreSQL: the store's
+    claim function runs in a transaction that is then left open - the effect row
+    and the claimed sum are written but not committed, the ceiling lock is held.
+    """
+    url: str = JOB["url"]
+    if url.startswith("sqlite:///"):
+
+        def clock() -> float:
+            _append(JOB["effects"], "inside")
+            time.sleep(120)
+            return 0.0
+
+        SQLiteStore(url[len("sqlite:///") :], clock=clock).begin_effect(
+            "stuck",
+            tool="issue_refund",
+            transaction_id="O1",
+            amount=5,
+            currency=None,
+            args_sha256="x",
+            enforce_captured=True,
+        )
+        return
+    import psycopg
+
+    from policyguard.pgstore import PostgresStore
+
+    PostgresStore(url).close()  # the schema and its claim function exist
+    conn = psycopg.connect(url)  # not autocommit: the claim below stays uncommitted
+    outcome = conn.execute(
+        "SELECT o_outcome FROM policyguard_claim('stuck', 'issue_refund', 'O1', 5, NULL, 'x', true, 0)"
+    ).fetchone()
+    _append(JOB["effects"], "inside" if outcome == ("created",) else f"unexpected {outcome}")
+    time.sleep(120)
+
+
 if __name__ == "__main__":
-    {"execute": execute, "crash_after_tool": crash_after_tool, "commit_forever": commit_forever}[JOB["kind"]]()
+    kinds = {
+        "execute": execute,
+        "crash_after_tool": crash_after_tool,
+        "commit_forever": commit_forever,
+        "hang_inside_claim": hang_inside_claim,
+    }
+    kinds[JOB["kind"]]()

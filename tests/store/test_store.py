@@ -1,4 +1,9 @@
-"""The SQLite store: nonces are spent once, claims are atomic, failures are loud."""
+"""The store contract, for every backend: nonces are spent once, claims are atomic, failures are loud.
+
+The ``store`` fixture (tests/store/conftest.py) runs each contract test against
+SQLite in memory, a SQLite file and PostgreSQL; the SQLite-only behaviours
+(PRAGMAs, file locks) are at the end, PostgreSQL's own in test_pgstore.py.
+"""
 
 from __future__ import annotations
 
@@ -8,48 +13,40 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.store import SCHEMA_VERSION, Ledger, LedgerUnavailable, NonceStore, SQLiteStore
+from policyguard.store import SCHEMA_VERSION, Ledger, LedgerUnavailable, NonceStore, SQLiteStore, Store
 
 
-@pytest.fixture(params=["memory", "file"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> SQLiteStore:
-    path = ":memory:" if request.param == "memory" else str(tmp_path / "s.db")
-    s = SQLiteStore(path)
-    request.addfinalizer(s.close)
-    return s
-
-
-def _claim(store: SQLiteStore, key: str, amount: float = 10, tx: str = "T1", **kw: object) -> object:
+def _claim(store: Store, key: str, amount: float = 10, tx: str = "T1", **kw: object) -> object:
     return store.begin_effect(
         key, tool="refund", transaction_id=tx, amount=amount, currency="USD", args_sha256="a" * 64, **kw
     )
 
 
-def test_the_store_implements_both_protocols(store: SQLiteStore) -> None:
-    assert isinstance(store, NonceStore) and isinstance(store, Ledger)
+def test_the_store_implements_both_protocols(store: Store) -> None:
+    assert isinstance(store, NonceStore) and isinstance(store, Ledger) and isinstance(store, Store)
 
 
-def test_a_nonce_is_consumed_only_once(store: SQLiteStore) -> None:
+def test_a_nonce_is_consumed_only_once(store: Store) -> None:
     assert store.consume("n1", 100.0) is True
     assert store.consume("n1", 100.0) is False
     assert store.consume("n2", 100.0) is True
 
 
-def test_purging_forgets_only_expired_nonces(store: SQLiteStore) -> None:
+def test_purging_forgets_only_expired_nonces(store: Store) -> None:
     store.consume("old", 10.0)
     store.consume("new", 30.0)
     assert store.purge_expired(20.0) == 1
     assert store.consume("new", 30.0) is False
 
 
-def test_denials_are_recorded_per_call(store: SQLiteStore) -> None:
+def test_denials_are_recorded_per_call(store: Store) -> None:
     assert not store.is_denied("c1")
     store.deny("c1")
     store.deny("c1")
     assert store.is_denied("c1") and not store.is_denied("c2")
 
 
-def test_a_key_is_claimed_once_then_the_record_comes_back(store: SQLiteStore) -> None:
+def test_a_key_is_claimed_once_then_the_record_comes_back(store: Store) -> None:
     first = store.begin_effect(
         "k1", tool="refund", transaction_id="T1", amount=10, currency="USD", args_sha256="a" * 64
     )
@@ -58,7 +55,7 @@ def test_a_key_is_claimed_once_then_the_record_comes_back(store: SQLiteStore) ->
     assert not second.created and second.record == first.record  # type: ignore[attr-defined]
 
 
-def test_completing_commits_and_only_committed_effects_count(store: SQLiteStore) -> None:
+def test_completing_commits_and_only_committed_effects_count(store: Store) -> None:
     _claim(store, "k1", 10)
     _claim(store, "k2", 20)
     assert store.total("T1") == 0
@@ -70,7 +67,7 @@ def test_completing_commits_and_only_committed_effects_count(store: SQLiteStore)
     assert store.lookup("nope") is None
 
 
-def test_completing_an_unknown_or_committed_key_fails_loudly(store: SQLiteStore) -> None:
+def test_completing_an_unknown_or_committed_key_fails_loudly(store: Store) -> None:
     with pytest.raises(LedgerUnavailable):
         store.complete_effect("nope", "{}")
     _claim(store, "k1")
@@ -79,7 +76,7 @@ def test_completing_an_unknown_or_committed_key_fails_loudly(store: SQLiteStore)
         store.complete_effect("k1", "{}")
 
 
-def test_captured_amounts_cap_claims_including_pending_ones(store: SQLiteStore) -> None:
+def test_captured_amounts_cap_claims_including_pending_ones(store: Store) -> None:
     assert store.captured("T1") is None
     refused = _claim(store, "k0", enforce_captured=True)
     assert refused.refusal == "captured amount unknown" and store.lookup("k0") is None  # type: ignore[attr-defined]
@@ -92,7 +89,7 @@ def test_captured_amounts_cap_claims_including_pending_ones(store: SQLiteStore) 
     assert _claim(store, "k3", 10, enforce_captured=True).created  # type: ignore[attr-defined]
 
 
-def test_release_pending_drops_only_an_uncommitted_claim(store: SQLiteStore) -> None:
+def test_release_pending_drops_only_an_uncommitted_claim(store: Store) -> None:
     _claim(store, "k1")
     _claim(store, "k2")
     store.complete_effect("k2", "{}")
@@ -139,7 +136,7 @@ def test_wal_mode_and_synchronous_setting_apply_to_files(tmp_path: Path) -> None
         SQLiteStore(":memory:", synchronous="OFF")  # type: ignore[arg-type]
 
 
-def test_sixteen_threads_one_nonce_one_winner(store: SQLiteStore) -> None:
+def test_sixteen_threads_one_nonce_one_winner(store: Store) -> None:
     barrier = threading.Barrier(16)
     wins: list[bool] = []
 
@@ -155,7 +152,7 @@ def test_sixteen_threads_one_nonce_one_winner(store: SQLiteStore) -> None:
     assert sorted(wins) == [False] * 15 + [True]
 
 
-def test_sixteen_threads_one_key_one_claim(store: SQLiteStore) -> None:
+def test_sixteen_threads_one_key_one_claim(store: Store) -> None:
     barrier = threading.Barrier(16)
     created: list[bool] = []
 
@@ -171,9 +168,57 @@ def test_sixteen_threads_one_key_one_claim(store: SQLiteStore) -> None:
     assert created.count(True) == 1 and len(store.entries()) == 1
 
 
-def test_a_released_claim_frees_its_amount_under_the_captured_cap(store: SQLiteStore) -> None:
+def test_a_released_claim_frees_its_amount_under_the_captured_cap(store: Store) -> None:
     store.set_captured("T1", 30)
     assert _claim(store, "k1", 20, enforce_captured=True).created  # type: ignore[attr-defined]
     assert _claim(store, "k2", 30, enforce_captured=True).refusal is not None  # type: ignore[attr-defined]
     assert store.release_pending("k1")
     assert _claim(store, "k2", 30, enforce_captured=True).created  # type: ignore[attr-defined]
+
+
+def test_sixteen_threads_never_claim_past_the_captured_amount(store: Store) -> None:
+    """Concurrent refunds against one transaction: the ceiling holds, the claimed sum stays exact."""
+    store.set_captured("T1", 100)
+    barrier = threading.Barrier(16)
+    created: list[bool] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        created.append(_claim(store, f"k{i}", amount=10, enforce_captured=True).created)  # type: ignore[attr-defined]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert created.count(True) == 10 and len(store.entries()) == 10
+    assert _claim(store, "one-more", amount=0.5, enforce_captured=True).refusal is not None  # type: ignore[attr-defined]
+
+
+def test_a_claim_without_the_ceiling_still_counts_against_it(store: Store) -> None:
+    store.set_captured("T1", 30)
+    assert _claim(store, "free", 25).created  # type: ignore[attr-defined]
+    assert _claim(store, "capped", 10, enforce_captured=True).refusal is not None  # type: ignore[attr-defined]
+    assert _claim(store, "capped", 5, enforce_captured=True).created  # type: ignore[attr-defined]
+
+
+def test_an_existing_key_comes_back_even_where_the_ceiling_would_refuse(store: Store) -> None:
+    store.set_captured("T1", 10)
+    first = _claim(store, "k1", 10, enforce_captured=True)
+    again = _claim(store, "k1", 10, enforce_captured=True)
+    assert not again.created and again.refusal is None and again.record == first.record  # type: ignore[attr-defined]
+
+
+def test_records_keep_their_fields_and_amounts_exactly(store: Store) -> None:
+    claim = store.begin_effect(
+        "k\u00e9'; DROP TABLE effects; --",
+        tool="refund",
+        transaction_id="T'1",
+        amount=0.1 + 0.2,
+        currency=None,
+        args_sha256="b" * 64,
+    )
+    stored = store.lookup("k\u00e9'; DROP TABLE effects; --")
+    assert stored == claim.record and stored is not None and stored.amount == 0.1 + 0.2 and stored.currency is None
+    store.complete_effect(stored.idempotency_key, '{"x": "\u00fc"}')
+    assert store.total("T'1") == 0.1 + 0.2
