@@ -71,7 +71,7 @@ from agents import (
 from ..decision import Decision
 from ..errors import ConfigError, FormatError
 from ..formats import to_trajectory
-from ..formats._common import error_text, parse_arguments, plain
+from ..formats._common import CallIds, error_text, parse_arguments, plain
 from ..guard import Guard, _plain_name, remediation_message
 from ..messages import ToolCall, Trajectory
 
@@ -312,13 +312,25 @@ def _converted(turn: _Turn, caller_input: Any) -> Trajectory | None:
     if turn.trajectory is not None or turn.problem is not None:
         return turn.trajectory
     try:
-        if isinstance(caller_input, list):
-            to_trajectory(_readable(plain(caller_input)), "openai_responses")
+        _check_caller_ids(caller_input)
         items = _readable([*plain(turn.input), *plain(turn.output)])
         turn.trajectory = to_trajectory(items, "openai_responses", system=turn.system)
     except FormatError as exc:
         turn.problem = str(exc)
     return turn.trajectory
+
+
+def _check_caller_ids(items: Any) -> None:
+    """Refuse a run input that uses a call id twice or answers one twice (the SDK keeps only the latest)."""
+    if not isinstance(items, list):
+        return
+    ids = CallIds("input item")
+    for index, item in enumerate(items):
+        kind, call_id = _kind(item), _field(item, "call_id")
+        if kind == "function_call" and isinstance(call_id, str):
+            ids.call(call_id, index)
+        elif kind == "function_call_output" and isinstance(call_id, str):
+            ids.result(call_id, index)
 
 
 def _readable(items: list[Any]) -> list[Any]:
