@@ -86,7 +86,7 @@ UNSEEN_TURN = (
     "The policy check could not see the conversation that led to this call, so it was not performed. "
     "Do not retry it now; tell the user it cannot be completed at the moment."
 )
-_KEPT = 4096  # model turns started and tool calls remembered; the oldest go first
+_RUNS_KEPT = 1024  # runs whose last model turn is remembered; the least recently active go first
 
 
 @dataclasses.dataclass
@@ -106,10 +106,17 @@ class AgentsSDKGuard:
 
     def __init__(self, guard: Guard) -> None:
         self.guard = guard
-        self._starts: OrderedDict[int, tuple[Any, str | None, list[Any]]] = OrderedDict()
-        self._calls: OrderedDict[int, tuple[Any, _Turn]] = OrderedDict()
+        # per run (by its context wrapper): the model call in progress, and the calls of its last turn
+        self._runs: OrderedDict[int, tuple[Any, tuple[str | None, list[Any]] | None, list[int]]] = OrderedDict()
+        self._calls: dict[int, tuple[Any, _Turn]] = {}
         self._lock = threading.Lock()
         self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(self._check, name=GUARDRAIL_NAME)
+
+    @property
+    def remembered_calls(self) -> int:
+        """How many tool calls of model turns are kept for their guardrails (the runs' last turns only)."""
+        with self._lock:
+            return len(self._calls)
 
     def read_only(self, tool_name: str) -> bool:
         """Whether the checklist declares ``tool_name`` read-only (such a tool runs unguarded)."""
@@ -144,21 +151,29 @@ class AgentsSDKGuard:
 
     def _started(self, context: Any, system: str | None, items: list[Any]) -> None:
         with self._lock:
-            self._starts[id(context)] = (context, system, list(items))
-            while len(self._starts) > _KEPT:  # a model call that failed never ends
-                self._starts.popitem(last=False)
+            previous = self._runs.pop(id(context), None)
+            if previous is not None:  # the calls of the run's previous turn have all run by now
+                self._forget(previous[2])
+            self._runs[id(context)] = (context, (system, list(items)), [])
+            while len(self._runs) > _RUNS_KEPT:
+                self._forget(self._runs.popitem(last=False)[1][2])
 
     def _ended(self, context: Any, output: list[Any]) -> None:
         with self._lock:
-            started = self._starts.pop(id(context), None)
-            if started is None:
+            entry = self._runs.get(id(context))
+            if entry is None or entry[1] is None:
                 return  # a response without its start: its calls stay unseen and are blocked
-            turn = _Turn(system=started[1], input=started[2], output=list(output))
+            (system, items), keys = entry[1], entry[2]
+            turn = _Turn(system=system, input=items, output=list(output))
             for item in turn.output:
                 if _kind(item) == "function_call":
                     self._calls[id(item)] = (item, turn)
-            while len(self._calls) > _KEPT:
-                self._calls.popitem(last=False)
+                    keys.append(id(item))
+            self._runs[id(context)] = (context, None, keys)
+
+    def _forget(self, keys: list[int]) -> None:
+        for key in keys:
+            self._calls.pop(key, None)
 
     # -- the guardrail's side -----------------------------------------------
 

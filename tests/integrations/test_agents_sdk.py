@@ -392,6 +392,39 @@ def test_a_call_from_a_turn_the_hooks_did_not_see_is_blocked(tmp_path: Path) -> 
     assert "could not see the conversation" in model.outputs(1)["c1"]
 
 
+def test_concurrent_runs_of_one_guarded_agent_are_judged_each_on_its_own_conversation(tmp_path: Path) -> None:
+    """Two runs at once through one guarded agent: only the run that read the order may refund it."""
+    shop, guard = Shop(), make_guard(tmp_path)
+
+    class PerRunModel(Model):
+        """Run "with-read" reads O1 and then refunds; run "no-read" refunds at once; both yield in between."""
+
+        async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+            name = input[0]["content"]
+            await asyncio.sleep(0.01 if name == "no-read" else 0)
+            answered = sum(1 for i in input if i.get("type") == "function_call_output")
+            script = [[call(f"w-{name}", "issue_refund", {"order_id": "O1", "amount": 50})], [say(name)]]
+            if name == "with-read":
+                script.insert(0, [call("r-with-read", "get_order", {"order_id": "O1"})])
+            return ModelResponse(output=script[answered], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    adapter = AgentsSDKGuard(guard)
+    agent = adapter.agent(Agent(name="support", tools=shop.tools, model=PerRunModel()))
+
+    async def both() -> list[Any]:
+        runs = (Runner.run(agent, name, run_config=NO_TRACING) for name in ("with-read", "no-read"))
+        return list(await asyncio.gather(*runs))
+
+    with_read, no_read = asyncio.run(both())
+    assert shop.refunds == [("O1", 50)]
+    assert [(d.call_id, d.outcome) for d in decisions(with_read)] == [("w-with-read", "allow")]
+    assert [(d.call_id, d.outcome) for d in decisions(no_read)] == [("w-no-read", "block")]
+    assert adapter.remembered_calls == 0  # finished runs leave no model turn behind
+
+
 # -- what guarding refuses, and what it keeps ------------------------------------------------
 
 
