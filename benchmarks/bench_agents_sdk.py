@@ -130,7 +130,7 @@ def _line(label: str, values: list[float]) -> str:
     return f"{label:<44} median {statistics.median(values) * 1e6:9.1f} us   p95 {p95 * 1e6:9.1f} us   n={len(values)}"
 
 
-async def _runs(agent: Agent[Any], history: list[dict[str, Any]], runs: int) -> list[float]:
+async def _runs(agent: Agent[Any], history: Any, runs: int) -> list[float]:
     config = RunConfig(tracing_disabled=True)
     times: list[float] = []
     for _ in range(runs):
@@ -165,7 +165,8 @@ def main() -> None:
     async def measure() -> tuple[list[float], list[float]]:
         await _runs(plain, history, 20)  # warm-up, both paths
         await _runs(guarded, history, 20)
-        guardrail_times.clear(), hook_times.clear()
+        guardrail_times.clear()
+        hook_times.clear()
         unguarded_runs, guarded_runs = [], []
         for _ in range(args.runs):  # interleaved, so drift hits both alike
             unguarded_runs += await _runs(plain, history, 1)

@@ -33,6 +33,8 @@ from agents.lifecycle import AgentHooksBase  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from agents.usage import Usage  # noqa: E402
 from openai.types.responses import (  # noqa: E402
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
@@ -92,8 +94,11 @@ class ScriptedAgentModel(Model):
             raise AssertionError("the model was called more often than scripted")
         return ModelResponse(output=self.turns.popleft(), usage=Usage(), response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def stream_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        """The same turns as one ``response.completed`` event each (``Runner.run_streamed``)."""
+        response = await self.get_response(system_instructions, input)
+        completed = Response.model_construct(id="resp", output=response.output, usage=None)
+        yield ResponseCompletedEvent.model_construct(type="response.completed", response=completed, sequence_number=0)
 
     def outputs(self, call: int) -> dict[str, str]:
         """The tool outputs the model was shown on its ``call``-th call (0-based), by call id."""
@@ -277,6 +282,28 @@ def test_the_verifier_sees_the_whole_run_not_only_the_turn_input(tmp_path: Path)
     for seen in ("Please refund 50 on order O1.", '"captured":80', "Shall I refund 50?", "let me think"):
         assert seen in prompt, seen
     assert "Ask the customer to confirm the amount first." in model.outputs(3)["c2"]
+
+
+def test_a_streamed_run_is_guarded_the_same_way(tmp_path: Path) -> None:
+    """Runner.run_streamed calls the same hooks and guardrails: the allowed refund runs, the larger one is blocked."""
+    shop, guard = Shop(), make_guard(tmp_path)
+    model = ScriptedAgentModel(
+        [call("c1", "get_order", {"order_id": "O1"})],
+        [call("c2", "issue_refund", {"order_id": "O1", "amount": 50})],
+        [call("c3", "issue_refund", {"order_id": "O1", "amount": 500})],
+        [say("One refund done.")],
+    )
+
+    async def streamed() -> Any:
+        result = Runner.run_streamed(agent_with(model, shop, guard), "Refund 50, then 500.", run_config=NO_TRACING)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    result = asyncio.run(streamed())
+    assert result.final_output == "One refund done." and shop.refunds == [("O1", 50)]
+    assert [(d.call_id, d.outcome) for d in decisions(result)] == [("c2", "allow"), ("c3", "block")]
+    assert model.outputs(3)["c3"].startswith("Error:")
 
 
 # -- parallel calls, unknown tools, strict ids ------------------------------------------------
