@@ -10,7 +10,8 @@ the run's input, so the conversation the guard converts has a realistic size.
 Prints, each a median (and p95) over ``--runs`` calls:
 
 (a) the guardrail per guarded call: finding the model turn, reading the
-    conversation with the Responses reader, ``Guard.acheck`` (gate);
+    conversation with the Responses reader, ``Guard.acheck`` (gate), and of
+    that the ``Guard.acheck`` part alone;
 (b) the hooks per model turn (they record what the model saw; every turn pays
     them, read-only or not);
 (c) one whole run with and without the guard, and their difference: the added
@@ -153,7 +154,9 @@ def main() -> None:
     adapter = AgentsSDKGuard(guard)
     guardrail_times: list[float] = []
     hook_times: list[float] = []
+    check_times: list[float] = []
     adapter.guardrail.guardrail_function = _timed(adapter.guardrail.guardrail_function, guardrail_times)
+    guard.acheck = _timed(guard.acheck, check_times)  # type: ignore[method-assign]
     plain = Agent(name="support", tools=[get_order, issue_refund], model=Scripted())
     guarded = adapter.agent(Agent(name="support", tools=[get_order, issue_refund], model=Scripted()))
     hooks = guarded.hooks
@@ -167,6 +170,7 @@ def main() -> None:
         await _runs(guarded, history, 20)
         guardrail_times.clear()
         hook_times.clear()
+        check_times.clear()
         unguarded_runs, guarded_runs = [], []
         for _ in range(args.runs):  # interleaved, so drift hits both alike
             unguarded_runs += await _runs(plain, history, 1)
@@ -179,6 +183,7 @@ def main() -> None:
     per_turn = [a + b for a, b in zip(hook_times[0::2], hook_times[1::2], strict=True)]
     print(f"openai-agents Runner, gate-only guard, {len(history)} input items, {args.runs} runs")
     print(_line("(a) guardrail per guarded call", guardrail_times))
+    print(_line("    of which Guard.acheck (the gate)", check_times))
     print(_line("(b) hooks per model turn (start + end)", per_turn))
     print(_line("(c) one run, unguarded", unguarded_runs))
     print(_line("    one run, guarded", guarded_runs))
