@@ -143,6 +143,27 @@ class AgentsSDKGuard:
         tools = [tool if self.read_only(tool.name) else self._guarded(tool) for tool in agent.tools]
         return agent.clone(tools=tools, hooks=_GuardHooks(self, inner))
 
+    def check_still_guarded(self, agent: Agent[Any]) -> None:
+        """Raise :class:`ConfigError` when ``agent`` was changed after guarding so a call could skip the guard.
+
+        The hooks run this before every model call: a mutating tool added
+        without the guardrail, or a handoff to an agent this guard does not
+        guard, stops the run instead of running unchecked.
+        """
+        _refuse_unguardable(agent)
+        for tool in agent.tools:
+            if not self.read_only(tool.name) and self.guardrail not in (tool.tool_input_guardrails or []):  # type: ignore[union-attr]
+                raise ConfigError(
+                    f"agent {agent.name!r}: tool {tool.name!r} was added without the guard; guard the agent again"
+                )
+        for target in agent.handoffs:
+            hooks = getattr(target, "hooks", None)
+            if not isinstance(hooks, _GuardHooks) or hooks.owner is not self:
+                raise ConfigError(
+                    f"agent {agent.name!r}: the handoff to {getattr(target, 'name', target)!r} is not guarded; "
+                    "guard the agent again"
+                )
+
     def _guarded(self, tool: Any) -> FunctionTool:
         guardrails = [g for g in tool.tool_input_guardrails or [] if g is not self.guardrail]
         return dataclasses.replace(tool, tool_input_guardrails=[*guardrails, self.guardrail])
@@ -238,6 +259,7 @@ class _GuardHooks(AgentHooks[Any]):
         self.inner = inner
 
     async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+        self.owner.check_still_guarded(agent)
         self.owner._started(context, system_prompt, input_items)
         if self.inner is not None:
             await self.inner.on_llm_start(context, agent, system_prompt, input_items)

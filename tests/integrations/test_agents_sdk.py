@@ -478,6 +478,21 @@ def test_handoff_agents_are_guarded_too_and_the_originals_are_unchanged(tmp_path
     assert all(not t.tool_input_guardrails for t in refunds.tools) and triage.handoffs == [refunds]
 
 
+def test_a_tool_or_handoff_added_after_guarding_stops_the_run(tmp_path: Path) -> None:
+    """Changing a guarded agent so a call could skip the guard fails the run before the model is called."""
+    shop, guard = Shop(), make_guard(tmp_path)
+    model = ScriptedAgentModel([call("c1", "issue_refund", {"order_id": "O1", "amount": 5})])
+    agent = agent_with(model, shop, guard)
+    agent.tools = [*shop.tools]  # the unguarded originals
+    with pytest.raises(ConfigError, match="without the guard"):
+        run(agent)
+    agent = agent_with(model, shop, guard)
+    agent.handoffs = [Agent(name="unguarded", tools=shop.tools)]
+    with pytest.raises(ConfigError, match="not guarded"):
+        run(agent)
+    assert shop.refunds == [] and model.inputs == []
+
+
 def test_the_agents_own_hooks_still_run(tmp_path: Path) -> None:
     """Every AgentHooks method is passed on to the hooks the agent already had."""
     overridden = {name for name, _ in inspect.getmembers(AgentHooksBase, inspect.iscoroutinefunction)}
