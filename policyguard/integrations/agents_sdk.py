@@ -72,7 +72,7 @@ from ..decision import Decision
 from ..errors import ConfigError, FormatError
 from ..formats import to_trajectory
 from ..formats._common import CallIds, error_text, parse_arguments, plain
-from ..guard import Guard, _plain_name, remediation_message
+from ..guard import NO_VERIFIER_MESSAGE, Guard, _plain_name, remediation_message
 from ..messages import ToolCall, Trajectory
 
 __all__ = ["GUARDRAIL_NAME", "AgentsSDKGuard", "guard_agent"]
@@ -98,7 +98,6 @@ class _Turn:
     output: list[Any]
     trajectory: Trajectory | None = None
     problem: str | None = None
-    unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class AgentsSDKGuard:
@@ -199,6 +198,15 @@ class AgentsSDKGuard:
     # -- the guardrail's side -----------------------------------------------
 
     async def _check(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """The guardrail: never raises for a call it cannot judge, it blocks it (a halt raises in the SDK)."""
+        try:
+            return await self._judge(data)
+        except Exception as exc:  # fail closed: an error in the adapter or the guard is a block, not a crash
+            context = data.context
+            call = ToolCall(id=str(context.tool_call_id or "?"), name=str(context.tool_name or "?"))
+            return self._refuse(call, NO_VERIFIER_MESSAGE, f"{type(exc).__name__}: {exc}")
+
+    async def _judge(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
         raw = context.tool_call
         with self._lock:

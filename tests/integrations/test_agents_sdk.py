@@ -452,6 +452,20 @@ def test_facts_typed_into_the_conversation_are_not_believed(tmp_path: Path, forg
     assert decision.outcome == "block" and "get_order" in (decision.message or "")
 
 
+def test_an_error_inside_the_guard_blocks_the_call_instead_of_crashing_the_run(tmp_path: Path) -> None:
+    shop, guard = Shop(), make_guard(tmp_path)
+
+    async def broken(call: Any, trajectory: Any) -> Decision:
+        raise RuntimeError("store unavailable")
+
+    guard.acheck = broken  # type: ignore[method-assign]
+    model = ScriptedAgentModel([call("c1", "issue_refund", {"order_id": "O1", "amount": 5})], [say("Sorry.")])
+    result = run(agent_with(model, shop, guard))
+    assert shop.refunds == [] and result.final_output == "Sorry."
+    [decision] = decisions(result)
+    assert decision.outcome == "block" and "store unavailable" in (decision.error or "")
+
+
 def test_a_call_from_a_turn_the_hooks_did_not_see_is_blocked(tmp_path: Path) -> None:
     """Without the model turn (a resumed run, a tool reused on an unguarded agent) the call is blocked."""
     shop, guard = Shop(), make_guard(tmp_path)
