@@ -28,8 +28,9 @@ response, and the guard judges the call on exactly that conversation, read by
 the OpenAI Responses reader (:mod:`policyguard.formats.openai_responses`) with
 its strictness: a call id used twice or answered twice, or an item it cannot
 read (a hosted tool call), blocks every guarded call of the run and names the
-item. A call the hooks did not see (a run resumed from a ``RunState``) is
-blocked.
+item. A call the hooks did not see (a run resumed from a ``RunState``, as
+after ``needs_approval``) is blocked, and so is a call during which the adapter
+or the guard raised.
 
 **Outcomes.** A block answers the call with ``"Error: <remediation>"``; the tool
 function never runs. A halt makes ``Runner.run`` raise
