@@ -374,7 +374,7 @@ def test_a_call_id_reused_by_the_model_stops_the_run_before_the_write(tmp_path: 
 
 
 def test_a_history_that_uses_a_call_id_twice_blocks_every_write(tmp_path: Path) -> None:
-    """Two reads of different orders under one id in the input: no fact can be trusted, the write is refused."""
+    """Two reads with different results under one id in the input: no fact can be trusted, the write is refused."""
     shop, guard = Shop(), make_guard(tmp_path)
     history = [
         {"role": "user", "content": "Refund 50 on O1."},
