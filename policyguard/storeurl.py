@@ -7,10 +7,13 @@ file to a shared database by changing a setting, not code.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .errors import ConfigError
 from .store import SQLiteStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .approvalqueue import SQLiteApprovalQueue
 
 _SQLITE = "sqlite://"
 
@@ -30,3 +33,13 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> 
         return SQLiteStore(path[1:], synchronous=synchronous)
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise ConfigError(f"store URL {url!r}: unknown scheme {scheme!r}; use sqlite:///path.db")
+
+
+def open_approvals(url: str) -> SQLiteApprovalQueue:
+    """The approval queue kept in the store ``url`` names (its own tables, beside nonces and ledger).
+
+    Same URLs and errors as :func:`open_store`.
+    """
+    from .approvalqueue import SQLiteApprovalQueue
+
+    return SQLiteApprovalQueue(open_store(url))
