@@ -538,7 +538,9 @@ class Guard:
     def _record(self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any]) -> None:
         usage = decision.usage or Usage()
         verdict_event = "allow" if decision.outcome == "allow" else "deny"
-        extra: dict[str, Any] = {"approval_id": decision.approval_id} if decision.approval_id else {}
+        extra: dict[str, Any] = {}
+        if decision.approval_id is not None and verdict_event == "allow":  # a deny with approval_id is a reviewer's
+            extra["approval_id"] = decision.approval_id
         if verdict_event == "allow":
             extra["policy_version"] = self.checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
