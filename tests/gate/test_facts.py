@@ -221,4 +221,4 @@ facts:
     facts = resolve_facts(checklist, call, trajectory, {"order"})
     assert "order" not in facts.values
     assert facts.missing["order"].startswith("update_order changed the order after it was read")
-    assert 'call get_order(order_id="O1") again' in facts.missing["order"]
+    assert "call get_order(order_id=\"O1\") again" in facts.missing["order"]

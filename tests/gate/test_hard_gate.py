@@ -311,18 +311,10 @@ def test_an_approval_for_another_transaction_is_refused(
         id="c6", name="issue_approved_refund", arguments={"order_id": "O1", "amount": 800, "approval_id": "A7"}
     )
     gate = HardGate(checklist)
-    other = (
-        dialogue()
-        .read("get_approval", {"approval_id": "A7"}, {"approval_id": "A7", "transaction_id": "O2", "amount": 1000})
-        .build()
-    )
+    other = dialogue().read("get_approval", {"approval_id": "A7"}, {"approval_id": "A7", "transaction_id": "O2", "amount": 1000}).build()
     blocked = gate.check(call, other, context("alice"))
     assert blocked.outcome == "block" and "approved.bound_to_order" in (blocked.message or "")
-    own = (
-        dialogue()
-        .read("get_approval", {"approval_id": "A7"}, {"approval_id": "A7", "transaction_id": "O1", "amount": 1000})
-        .build()
-    )
+    own = dialogue().read("get_approval", {"approval_id": "A7"}, {"approval_id": "A7", "transaction_id": "O1", "amount": 1000}).build()
     assert gate.check(call, own, context("alice")).outcome == "escalate"
 
 

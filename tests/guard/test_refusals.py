@@ -292,9 +292,7 @@ def test_the_same_id_with_other_arguments_is_blocked() -> None:
 # -- money effects ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "amount", [-50, 0, "50", True, None, math.nan, 0.0, -0.01, 2**53 + 1], ids=lambda a: f"amount={a!r}"
-)
+@pytest.mark.parametrize("amount", [-50, 0, "50", True, None, math.nan, 0.0, -0.01, 2**53 + 1], ids=lambda a: f"amount={a!r}")
 def test_a_money_call_whose_amount_is_not_a_positive_number_is_blocked(amount: object) -> None:
     guard, gate, _ = make_guard()
     decision = guard.check(refund(amount), Trajectory())
