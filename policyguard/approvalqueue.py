@@ -45,7 +45,8 @@ DEFAULT_TTL_S = 24 * 3600.0
 
 
 class ApprovalError(PolicyGuardError):
-    """A queue operation was refused. ``reason``: ``not_found``, ``not_pending``, ``expired``, ``not_approved``."""
+    """A queue operation was refused. ``reason``: ``not_found``, ``not_pending``, ``not_approved``, ``expired``,
+    ``reviewer``, ``duplicate``, ``schema`` or ``corrupt`` (a stored record that does not read back)."""
 
     def __init__(self, reason: str, message: str) -> None:
         self.reason = reason
@@ -336,6 +337,14 @@ def _check_reviewer(reviewer: str) -> None:
 
 
 def _request(row: tuple[Any, ...]) -> ApprovalRequest:
+    """A stored row as a request; a row that does not read back whole is an error naming it, never half a request."""
     fields = dict(zip(_COLUMNS, row[:-1], strict=True))
-    fields.update(json.loads(row[-1]))
-    return ApprovalRequest.model_validate(fields)
+    try:
+        body = json.loads(row[-1])
+        if not isinstance(body, dict) or set(body) != set(_BODY_FIELDS):
+            raise ValueError(f"the body holds {sorted(body) if isinstance(body, dict) else type(body).__name__}")
+        fields.update(body)
+        return ApprovalRequest.model_validate(fields)
+    except (ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0]
+        raise ApprovalError("corrupt", f"approval request {fields.get('id')!r}: unreadable record: {first}") from None

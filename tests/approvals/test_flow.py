@@ -310,3 +310,15 @@ def test_two_retries_racing_spend_the_approval_once(rig: Rig) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert sum(d.allowed for d in results) == 1 and len(results) == 6
+
+
+def test_the_async_check_escalates_and_spends_the_same_way(rig: Rig) -> None:
+    import asyncio
+
+    from .conftest import dialogue
+
+    first = asyncio.run(rig.guard.acheck(refund_call("c1"), dialogue(refund_call("c1"))))
+    assert first.awaiting_approval and first.approval_id is not None
+    rig.queue.approve(first.approval_id, "alice")
+    again = asyncio.run(rig.guard.acheck(refund_call("c2"), dialogue(refund_call("c2"))))
+    assert again.allowed and again.approval_id == first.approval_id

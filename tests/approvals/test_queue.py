@@ -255,3 +255,30 @@ def test_open_approvals_takes_a_store_url(tmp_path: Path) -> None:
         again.close()
     with pytest.raises(ConfigError, match="unknown scheme"):
         open_approvals("redis://x")
+
+
+def test_a_tampered_record_is_an_error_naming_it_never_half_a_request(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    queue = SQLiteApprovalQueue(SQLiteStore(str(path)))
+    sent = queue.submit(request(expires_at=4e9))
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE approval_requests SET body = ?", ('{"arguments": 1}',))
+    conn.commit()
+    conn.close()
+    try:
+        with pytest.raises(ApprovalError, match=f"{sent.id}.*unreadable record"):
+            queue.get(sent.id)
+        with pytest.raises(ApprovalError) as caught:
+            queue.all()
+        assert caught.value.reason == "corrupt"
+    finally:
+        queue.close()
+
+
+@pytest.mark.parametrize("weird", ["' OR 1=1 --", "apr-%", "", "apr-\x00", "ａｐｒ"])
+def test_odd_ids_match_nothing(queue: SQLiteApprovalQueue, weird: str) -> None:
+    queue.submit(request())
+    assert queue.get(weird) is None
+    with pytest.raises(ApprovalError):
+        queue.approve(weird, "alice")
+    assert len(queue.pending()) == 1
