@@ -10,8 +10,9 @@
    ``policyguard approvals`` CLI). Nothing is signed yet: the decision is a
    record in the store.
 3. **Retry.** The same call (same tool, same argument hash, same principal,
-   same policy and checklist version) checked again while the approval is
-   unexpired is allowed *once*: the guard atomically marks the request ``used``
+   same policy and checklist version; resumed with its own call id or retried
+   with a new one) checked again while the approval is unexpired is allowed
+   *once*: the guard atomically marks the request ``used``
    by this call id and signs a grant for exactly this call (single-use nonce,
    ``approval_id`` claim, expiry no later than the approval's), keeping only its
    sha256 in the queue. The executor honours it like any grant and, above a

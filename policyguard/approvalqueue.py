@@ -11,7 +11,7 @@ racing on one request exactly one wins.
 Status moves only forward::
 
     pending -> approved -> used      (the approved call ran once)
-    pending -> denied                (final for that call)
+    pending -> denied                (final for that call: its call id is also denied in the store)
     pending | approved -> expired    (``expires_at`` passed; read as expired at once)
 
 No secret is stored: the grant issued for an approved call is kept as its
@@ -251,6 +251,12 @@ class SQLiteApprovalQueue:
                 f"UPDATE approval_requests SET status = ?, {sets} WHERE id = ? AND status = ?",
                 (new, *updates.values(), request_id, old),
             )
+            if new == "denied" and cursor.rowcount == 1:  # deny wins at the executor too (the store's denials)
+                conn.execute(
+                    "INSERT INTO denials (call_id, denied_at) SELECT call_id, ? FROM approval_requests WHERE id = ? "
+                    "ON CONFLICT DO NOTHING",
+                    (self._clock(), request_id),
+                )
             found = self._row(conn, request_id)
         if found is None:
             raise ApprovalError("not_found", f"no approval request {request_id!r}")

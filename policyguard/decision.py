@@ -15,8 +15,9 @@ The guard's *final* ``escalate`` is different and always carries an
 ``approval_id`` (:meth:`Decision.await_approval`): only approvable requirements
 failed, the call was recorded in the approval queue, it did not run, and
 ``message`` tells the agent to wait for a supervisor. Like a block it is not
-allowed (``verdict`` is BLOCK); unlike a block, the same call may pass once a
-person approved it (:mod:`policyguard.approvalflow`).
+allowed (``verdict`` is BLOCK); unlike a block, no deny is recorded for its
+call id, and the same call (resumed with the same id, or retried with a new
+one) may pass once a person approved it (:mod:`policyguard.approvalflow`).
 """
 
 from __future__ import annotations

@@ -544,9 +544,10 @@ class Guard:
         if verdict_event == "allow":
             extra["policy_version"] = self.checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
-        elif self.denials is not None:
+        elif self.denials is not None and not decision.awaiting_approval:
             extra.update(_remember_deny(self.denials, ids["call_id"]))
-        self.trace.emit(verdict_event, **ids, **extra)
+        if not decision.awaiting_approval:  # a waiting call is neither allowed nor denied: its event is `escalate`
+            self.trace.emit(verdict_event, **ids, **extra)
         self.trace.emit(
             "decision",
             **ids,

@@ -48,10 +48,11 @@ def test_a_large_refund_waits_for_a_supervisor(rig: Rig) -> None:
     assert rig.guard.counters.escalated == 1 and rig.guard.counters.blocked == 0
 
 
-def test_the_final_escalate_is_traced_as_escalate_and_deny(rig: Rig) -> None:
+def test_the_final_escalate_is_traced_as_escalate_not_as_a_verdict(rig: Rig) -> None:
     decision = escalate(rig)
     kinds = [e["event"] for e in rig.trace.events]
-    assert kinds == ["submit", "escalate", "deny", "decision"]
+    assert kinds == ["submit", "escalate", "decision"]
+    assert not rig.store.is_denied("c1")  # waiting is not refused: the same call may resume once approved
     escalated = rig.trace.events[1]
     assert (escalated["call_id"], escalated["approval_id"], escalated["new"]) == ("c1", decision.approval_id, True)
     assert rig.trace.events[-1]["outcome"] == "escalate" and rig.trace.events[-1]["approval_id"] == decision.approval_id
@@ -80,7 +81,7 @@ def test_asking_again_while_pending_reuses_the_request(rig: Rig) -> None:
     first = escalate(rig, "c1")
     second = escalate(rig, "c2")
     assert first.approval_id == second.approval_id and len(rig.queue.all()) == 1
-    assert rig.trace.events[-3]["new"] is False
+    assert rig.trace.events[-2]["event"] == "escalate" and rig.trace.events[-2]["new"] is False
 
 
 def test_after_approval_the_same_call_runs_exactly_once(rig: Rig) -> None:
@@ -218,6 +219,30 @@ def test_an_approval_grant_expires_with_its_approval(tmp_path: object) -> None:
         assert rig.refund.calls == []
     finally:
         rig.store.close()
+
+
+def test_a_paused_call_resumes_with_its_own_id_after_approval(rig: Rig) -> None:
+    """Frameworks that pause a tool call for a person resume the same call id; the dialogue has no answer yet."""
+    from .conftest import dialogue
+
+    call = refund_call("c1")
+    waiting = rig.guard.check(call, dialogue(call))
+    assert waiting.approval_id is not None
+    rig.queue.approve(waiting.approval_id, "alice")
+    resumed = rig.guard.check(call, dialogue(call))
+    assert resumed.allowed and resumed.approval_id == waiting.approval_id
+    assert rig.run(call, resumed.grant).executed and len(rig.refund.calls) == 1
+    assert rig.run(call, resumed.grant).reason == "replayed"
+
+
+def test_a_reviewers_deny_is_recorded_for_the_call_id_at_the_executor(rig: Rig) -> None:
+    waiting = escalate(rig, amount=100, reason=None)  # under the threshold: only the grant stands in the way
+    assert waiting.approval_id is not None
+    rig.queue.deny(waiting.approval_id, "bob")
+    assert rig.store.is_denied("c1")
+    call = refund_call("c1", amount=100, reason=None)
+    grant = rig.issuer.issue(call, principal=PRINCIPAL, resource=None, policy_version=CHECKLIST.policy.version)
+    assert rig.run(call, grant).reason == "denied" and rig.refund.calls == []
 
 
 def test_deny_is_final_for_that_call(rig: Rig) -> None:
