@@ -347,3 +347,10 @@ def test_the_async_check_escalates_and_spends_the_same_way(rig: Rig) -> None:
     rig.queue.approve(first.approval_id, "alice")
     again = asyncio.run(rig.guard.acheck(refund_call("c2"), dialogue(refund_call("c2"))))
     assert again.allowed and again.approval_id == first.approval_id
+
+
+@pytest.mark.parametrize("amount", [6000, "800", -800, True, float("nan")])
+def test_an_amount_no_person_may_approve_is_blocked_not_queued(rig: Rig, amount: object) -> None:
+    decision = rig.check(refund_call("c1", amount=amount))  # type: ignore[arg-type]
+    assert decision.outcome == "block" and decision.approval_id is None
+    assert rig.queue.all() == [] and rig.refund.calls == []
