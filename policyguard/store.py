@@ -286,6 +286,13 @@ class SQLiteStore:
                         pass
                 raise LedgerUnavailable(f"{self.path}: {exc}") from exc
 
+    @contextmanager
+    def transaction(self, *, immediate: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction on this store's database, for modules that keep their own tables in it
+        (:mod:`policyguard.approvalqueue`). Errors are :class:`LedgerUnavailable`, as for the ledger."""
+        with self._tx(immediate=immediate) as conn:
+            yield conn
+
     def close(self) -> None:
         """Close every connection this store opened (in any thread)."""
         with self._lock:

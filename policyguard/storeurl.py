@@ -8,10 +8,13 @@ file to a shared database by changing a setting, not code.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .errors import ConfigError
 from .store import SQLiteStore, Store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .approvalqueue import SQLiteApprovalQueue
 
 _SQLITE = "sqlite://"
 _POSTGRES = ("postgresql://", "postgres://")
@@ -49,3 +52,17 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
         raise ConfigError(f"store URL: not a scheme://... URL; {_USAGE}")  # the text is not echoed: it may be a secret
     raise ConfigError(f"store URL {scheme}://...: unknown scheme {scheme!r}; {_USAGE}")
+
+
+def open_approvals(url: str) -> SQLiteApprovalQueue:
+    """The approval queue kept in the store ``url`` names (its own tables, beside nonces and ledger).
+
+    Same URLs and errors as :func:`open_store`.
+    """
+    from .approvalqueue import SQLiteApprovalQueue
+
+    store = open_store(url)
+    if not isinstance(store, SQLiteStore):
+        store.close()
+        raise ConfigError("the approval queue is kept in SQLite stores only (sqlite:///path.db) in this version")
+    return SQLiteApprovalQueue(store)

@@ -27,8 +27,11 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     run.add_argument(
         "--target",
         required=True,
-        choices=["buggy", "fixed"],
-        help="buggy = the scripted refund agent with no guard; fixed = the same agent behind PolicyGuard",
+        choices=["buggy", "fixed", "approval"],
+        help=(
+            "buggy = the scripted refund agent with no guard; fixed = the same agent behind PolicyGuard; "
+            "approval = fixed with an approval queue: large unapproved refunds wait for a (scripted) supervisor"
+        ),
     )
     run.add_argument("--output", required=True, help="output directory (per-trial JSON, summary.json, trace.jsonl)")
     run.add_argument(

@@ -3,7 +3,9 @@
 Output directory: ``trials/<trial>.json`` (identity, input, output, scores),
 ``summary.json`` (metrics, gate, one row per trial), ``trace.jsonl`` (guard
 decisions and INV-1 events; ``policyguard audit`` reads it) and
-``ledger.sqlite`` (the payment sandbox's ledger, the final state).
+``ledger.sqlite`` (the payment sandbox's ledger, the final state); with target
+``approval`` also ``approvals.sqlite`` (the approval queue: requests, the
+supervisor's decisions, grants as sha256 only).
 Approval tokens never reach these files: approvals appear by id and digest.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import ConfigError
+from ..store import LedgerUnavailable
 from ..trace import Trace
 from .sandbox import PaymentSandbox, SandboxLedger
 from .scoring import (
@@ -33,12 +36,16 @@ from .scoring import (
     score_tool_arguments,
 )
 from .spec import LoadedEval, Sample, TargetId
-from .targets import AgentRun, BuggyTarget, FixedTarget, Target, run_agent
+from .targets import AgentRun, ApprovalTarget, BuggyTarget, FixedTarget, Target, run_agent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..approvalqueue import ApprovalRequest, SQLiteApprovalQueue
 
 if TYPE_CHECKING:
     from ..store import Store
 
 LedgerMode = Literal["available", "unavailable"]
+APPROVALS_FILE = "approvals.sqlite"
 EXIT_CODES = {"passed": 0, "failed": 1, "inconclusive": 3}
 MEMORY_STORE = "sqlite:///:memory:"
 
@@ -95,11 +102,20 @@ def _make_target(
     trace: Trace,
     keypair: tuple[bytes, bytes] | None,
     store: Store | None = None,
+    *,
+    queue: SQLiteApprovalQueue | None = None,
+    sample: Sample | None = None,
+    trial_id: str = "",
 ) -> Target:
     if target == "buggy":
         return BuggyTarget(sandbox, trace)
     if target == "fixed":
         return FixedTarget(loaded, sandbox, trace, keypair=keypair, store=store)
+    if target == "approval" and queue is not None and sample is not None:
+        # the trial id is the principal, so one trial's approval never applies in another
+        return ApprovalTarget(
+            loaded, sandbox, trace, queue=queue, principal=trial_id, review=sample.review, keypair=keypair
+        )
     raise ConfigError(f"unknown target {target!r}; the eval defines {sorted(loaded.spec.targets)}")
 
 
@@ -153,8 +169,9 @@ def run_eval(
         _check_store_url(store)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("summary.json", "trace.jsonl", "ledger.sqlite"):
-        (out / name).unlink(missing_ok=True)
+    for name in ("summary.json", "trace.jsonl", "ledger.sqlite", APPROVALS_FILE):
+        for suffix in ("", "-wal", "-shm"):
+            (out / (name + suffix)).unlink(missing_ok=True)
     shutil.rmtree(out / "trials", ignore_errors=True)
     (out / "trials").mkdir()
     sandbox_ledger = SandboxLedger(out / "ledger.sqlite")
@@ -162,24 +179,32 @@ def run_eval(
     # pointed at cannot be opened), which is what an unreachable ledger looks like to it.
     verifier_path = out / "ledger.sqlite" if ledger == "available" else out / "unreachable" / "ledger.sqlite"
     keypair = None
-    if target == "fixed":
+    if target in ("fixed", "approval"):
         from ..grants import generate_keypair
 
         keypair = generate_keypair()
+    queue: SQLiteApprovalQueue | None = None
+    if target == "approval":
+        from ..storeurl import open_approvals
+
+        queue = open_approvals(f"sqlite:///{out / APPROVALS_FILE}")
     threshold = _threshold(loaded)
     reps = repetitions or loaded.spec.repetitions
     samples: list[Sample] = []
     scores: list[Scores] = []
     rows: list[dict[str, Any]] = []
     errors = 0
-    with Trace(out / "trace.jsonl", keep=True) as trace:
+    with Trace(out / "trace.jsonl", keep=True) as trace, _closing(queue):
         for repetition in range(1, reps + 1):
             for sample in loaded.dataset.samples:
                 trial_id = _trial_id(loaded, sample, target, repetition)
                 sandbox = PaymentSandbox(loaded.dataset, sandbox_ledger, trial_id, fault=sample.fault)
                 try:
                     with _trial_store(store if target == "fixed" else MEMORY_STORE) as guard_store:
-                        agent = _make_target(target, loaded, sandbox, trace, keypair, guard_store)
+                        agent = _make_target(
+                            target, loaded, sandbox, trace, keypair, guard_store,
+                            queue=queue, sample=sample, trial_id=trial_id,
+                        )  # fmt: skip
                         run = run_agent(sample, agent, call_prefix=trial_id)
                 except Exception as exc:  # a harness failure is counted, never scored as a pass
                     run = AgentRun(decision=None, reply="", reads=[], attempts=[], error=f"{type(exc).__name__}: {exc}")
@@ -188,12 +213,17 @@ def run_eval(
                     run = run.model_copy(update={"error": mismatch})
                 if run.error is not None:
                     errors += 1
-                problems = score_tool_arguments(sample, run, sandbox, threshold)
+                spent = _spent(queue, trial_id)
+                try:
+                    approved = {r.used_call_id or "": r for r in spent()}
+                except LedgerUnavailable:  # no approval can be shown: every large request is judged without one
+                    approved = {}
+                problems = score_tool_arguments(sample, run, sandbox, threshold, target=target, approved=approved)
                 trial_scores = Scores(
-                    decision_correct=score_decision(sample, run),
+                    decision_correct=score_decision(sample, run, target),
                     tool_arguments_ok=None if problems is None else not problems,
                     tool_argument_problems=problems or [],
-                    ledger=score_ledger(sample, verifier_path, trial_id),
+                    ledger=score_ledger(sample, verifier_path, trial_id, target=target, approvals=spent),
                 )
                 identity = TrialIdentity(
                     trial_id=trial_id,
@@ -207,7 +237,7 @@ def run_eval(
                 record = TrialRecord(
                     identity=identity,
                     input=sample.model_dump(exclude={"expected"}),
-                    expected=sample.expected.model_dump(),
+                    expected=sample.expected_for(target).model_dump(),
                     output=run,
                     scores=trial_scores,
                 )
@@ -215,7 +245,7 @@ def run_eval(
                 samples.append(sample)
                 scores.append(trial_scores)
                 rows.append(_row(identity, sample, run, trial_scores))
-    metrics = compute_metrics(samples, scores, errors)
+    metrics = compute_metrics(samples, scores, errors, target)
     summary = RunSummary(
         eval=loaded.spec.name,
         policy_version=loaded.spec.policy_version,
@@ -227,6 +257,26 @@ def run_eval(
     )
     (out / "summary.json").write_text(summary.model_dump_json(indent=2), encoding="utf-8")
     return summary
+
+
+@contextmanager
+def _closing(queue: SQLiteApprovalQueue | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if queue is not None:
+            queue.close()
+
+
+def _spent(queue: SQLiteApprovalQueue | None, trial_id: str) -> Callable[[], list[ApprovalRequest]]:
+    """Reads the supervisor approvals spent in this trial (none without a queue)."""
+
+    def read() -> list[ApprovalRequest]:
+        if queue is None:
+            return []
+        return queue.all(status="used", principal=trial_id)
+
+    return read
 
 
 def _trace_against_ledger(trace: Trace, trial_id: str, sandbox: PaymentSandbox) -> str | None:
@@ -254,7 +304,7 @@ def _row(identity: TrialIdentity, sample: Sample, run: AgentRun, scores: Scores)
         "trial_id": identity.trial_id,
         "sample": sample.id,
         "fault": sample.fault,
-        "expected": sample.expected.decision,
+        "expected": sample.expected_for(identity.target).decision,
         "decision": run.decision,
         "decision_ok": scores.decision_correct,
         "tool_requests": sum(1 for a in run.attempts if a.reached_tool),

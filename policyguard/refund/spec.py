@@ -19,7 +19,8 @@ from ..yamlsource import load_yaml_file
 
 DecisionKind = Literal["refund", "escalate", "refuse"]
 Fault = Literal["request_not_reached", "response_lost"]
-TargetId = Literal["buggy", "fixed"]
+TargetId = Literal["buggy", "fixed", "approval"]
+Review = Literal["approve", "deny"]
 ScorerId = Literal["decision", "tool_arguments", "final_ledger"]
 
 
@@ -65,7 +66,20 @@ class Sample(_Model):
     currency: str
     approval_id: str | None = Field(default=None, description="The approval the customer quotes, if any.")
     fault: Fault | None = None
+    review: Review | None = Field(
+        default=None,
+        description=(
+            "What the supervisor decides when this request is escalated to the approval queue (target "
+            "'approval' only). approve: the agent's unchanged retry must refund exactly once."
+        ),
+    )
     expected: Expected
+
+    def expected_for(self, target: str) -> Expected:
+        """The expected outcome for ``target``: with a supervisor's approval (target 'approval') a refund."""
+        if target == "approval" and self.review == "approve":
+            return Expected(decision="refund")
+        return self.expected
 
 
 class Dataset(_Model):

@@ -2,7 +2,7 @@
 
 The agent is the one of "Why Agents Refund When Policy Says No" on purpose: it reads the refund policy (and the
 approval a customer quotes) and then calls ``issue_refund`` whatever it read.
-The two targets differ only in what stands between that call and the money:
+The targets differ only in what stands between that call and the money:
 
 * ``buggy`` sends the call straight to the payment service; on a timeout it
   re-sends the same request (same key), whether or not the first one committed;
@@ -13,6 +13,10 @@ The two targets differ only in what stands between that call and the money:
   an unknown outcome it looks the key up at the service before anything else:
   a committed refund is recorded, never re-sent; a request that never arrived
   is released and retried under the same key.
+* ``approval`` is ``fixed`` with an approval queue: a large refund with no
+  approval is escalated to a supervisor instead of refused; the scripted
+  supervisor decides (the sample's ``review``), and the agent's unchanged
+  retry after an approval refunds exactly once under a grant bound to it.
 """
 
 from __future__ import annotations
@@ -28,12 +32,16 @@ from ..errors import ConfigError
 from ..messages import Message, ToolCall, Trajectory
 from ..trace import Trace
 from .sandbox import PaymentSandbox, RefundRow, SandboxResolver, TransportError
-from .spec import DecisionKind, LoadedEval, Sample
+from .spec import DecisionKind, LoadedEval, Review, Sample
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover
+    from ..approvalqueue import ApprovalQueue
     from ..store import Store
 
-AttemptOutcome = Literal["executed", "blocked", "refused", "transport_error", "recovered_by_lookup", "from_ledger"]
+AttemptOutcome = Literal[
+    "executed", "blocked", "escalated", "refused", "transport_error", "recovered_by_lookup", "from_ledger"
+]
+SUPERVISOR = "supervisor-bench"
 POLICY_REQUIREMENT = "refund.policy_allows"
 MAX_ATTEMPTS = 3
 
@@ -48,6 +56,10 @@ class RefundAttempt(BaseModel):
     outcome: AttemptOutcome
     reached_tool: bool = Field(description="Whether the request was handed to the refund tool.")
     detail: str | None = None
+    approval_id: str | None = Field(default=None, description="The approval request it waited for or spent.")
+    after_approval_s: float | None = Field(
+        default=None, description="Seconds from the supervisor's approval to this executed call (target approval)."
+    )
 
 
 class ToolReply(BaseModel):
@@ -58,6 +70,7 @@ class ToolReply(BaseModel):
     ok: bool
     blocked: bool = False
     content: str
+    approval_id: str | None = Field(default=None, description="Set when the call waits for a supervisor.")
 
 
 class AgentRun(BaseModel):
@@ -183,8 +196,11 @@ class FixedTarget:
         grant_ttl_s: int = 120,
         keypair: tuple[bytes, bytes] | None = None,
         store: Store | None = None,
+        approvals: ApprovalQueue | None = None,
+        principal: str | None = None,
     ) -> None:
-        from ..approvals import RecordApprovals
+        from ..approvalflow import AnyApproval, QueueApprovals
+        from ..approvals import ApprovalCheck, RecordApprovals
         from ..executor import GuardedExecutor
         from ..gate import HardGate
         from ..grants import GrantIssuer, GrantVerifier, generate_keypair
@@ -197,6 +213,7 @@ class FixedTarget:
             raise ConfigError(f"refund requirements without a deterministic check: {unchecked}")
         self.sandbox = sandbox
         self.trace = trace
+        self.principal = principal
         self.policy_version = checklist.policy.version
         self.store: Store = store if store is not None else SQLiteStore(":memory:", clock=clock)
         for transaction_id, transaction in loaded.dataset.transactions.items():
@@ -216,14 +233,19 @@ class FixedTarget:
             trace=trace,
             grants=self.issuer,
             denials=self.store,
+            approvals=approvals,
+            principal=principal,
         )
+        approval_check: ApprovalCheck = RecordApprovals(sandbox.get_approval)
+        if approvals is not None:  # a quoted approval record, or a supervisor's approval of this very call
+            approval_check = AnyApproval(approval_check, QueueApprovals(approvals, checklist))
         self.executor = GuardedExecutor(
             {"issue_refund": sandbox.issue_refund},
             verifier=self.verifier,
             ledger=self.store,
             checklist=checklist,
             trace=trace,
-            approvals=RecordApprovals(sandbox.get_approval),
+            approvals=approval_check,
         )
 
     def read(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -236,11 +258,12 @@ class FixedTarget:
             decision = self.guard.check(current, trajectory)
             if not decision.allowed:
                 message = decision.message or "blocked"
-                attempts.append(_attempt(current, "blocked", False, message))
-                return ToolReply(ok=False, blocked=True, content=message)
-            result = self.executor.execute(current, decision.grant, principal=None, resource=None)
+                waiting = decision.approval_id if decision.awaiting_approval else None
+                attempts.append(_attempt(current, "escalated" if waiting else "blocked", False, message, waiting))
+                return ToolReply(ok=False, blocked=True, content=message, approval_id=waiting)
+            result = self.executor.execute(current, decision.grant, principal=self.principal, resource=None)
             if result.executed and result.error is None:
-                attempts.append(_attempt(current, "executed", True))
+                attempts.append(_attempt(current, "executed", True, approval_id=decision.approval_id))
                 return ToolReply(ok=True, content=json.dumps(result.result))
             if result.replayed_from_ledger:
                 attempts.append(_attempt(current, "from_ledger", False, result.reason))
@@ -268,6 +291,49 @@ class FixedTarget:
         return ToolReply(ok=False, content="refund failed: the payment service did not answer")
 
 
+class ApprovalTarget(FixedTarget):
+    """``fixed`` with an approval queue and a scripted supervisor who decides as the sample's ``review`` says."""
+
+    id = "approval"
+
+    def __init__(
+        self,
+        loaded: LoadedEval,
+        sandbox: PaymentSandbox,
+        trace: Trace,
+        *,
+        queue: ApprovalQueue,
+        principal: str,
+        review: Review | None,
+        clock: Callable[[], float] = time.time,
+        keypair: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        super().__init__(loaded, sandbox, trace, clock=clock, keypair=keypair, approvals=queue, principal=principal)
+        self.queue = queue
+        self.review = review
+
+    def refund(self, call: ToolCall, trajectory: Trajectory, attempts: list[RefundAttempt]) -> ToolReply:
+        from ..approvalflow import decide
+
+        reply = super().refund(call, trajectory, attempts)
+        if reply.approval_id is None or self.review is None:
+            return reply
+        decide(self.queue, reply.approval_id, self.review, SUPERVISOR, f"bench review: {self.review}", trace=self.trace)
+        decided = time.perf_counter()
+        # The agent was told to wait and not to change the call: it retries the same call, with a new id.
+        trajectory.append(
+            Message(role="tool", tool_call_id=call.id, name=call.name, content=reply.content, is_error=True)
+        )
+        retry = call.model_copy(update={"id": f"{call.id}.after-review"})
+        trajectory.append(Message(role="assistant", tool_calls=[retry]))
+        before = len(attempts)
+        final = super().refund(retry, trajectory, attempts)
+        for attempt in attempts[before:]:
+            if attempt.outcome == "executed":
+                attempt.after_approval_s = round(time.perf_counter() - decided, 6)
+        return final
+
+
 def _effect_fields(row: RefundRow) -> dict[str, Any]:
     return {
         "idempotency_key": row.idempotency_key,
@@ -277,7 +343,14 @@ def _effect_fields(row: RefundRow) -> dict[str, Any]:
     }
 
 
-def _attempt(call: ToolCall, outcome: AttemptOutcome, reached: bool, detail: str | None = None) -> RefundAttempt:
+def _attempt(
+    call: ToolCall, outcome: AttemptOutcome, reached: bool, detail: str | None = None, approval_id: str | None = None
+) -> RefundAttempt:
     return RefundAttempt(
-        call_id=call.id, arguments=dict(call.arguments), outcome=outcome, reached_tool=reached, detail=detail
+        call_id=call.id,
+        arguments=dict(call.arguments),
+        outcome=outcome,
+        reached_tool=reached,
+        detail=detail,
+        approval_id=approval_id,
     )

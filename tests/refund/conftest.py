@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from policyguard.approvalqueue import SQLiteApprovalQueue
 from policyguard.grants import generate_keypair
 from policyguard.refund.sandbox import PaymentSandbox, SandboxLedger
-from policyguard.refund.spec import LoadedEval, Sample, load_eval
-from policyguard.refund.targets import BuggyTarget, FixedTarget
+from policyguard.refund.spec import LoadedEval, Review, Sample, load_eval
+from policyguard.refund.targets import ApprovalTarget, BuggyTarget, FixedTarget
 from policyguard.trace import Trace
 
 EVAL = Path(__file__).resolve().parents[2] / "benchmarks" / "refund" / "eval.yaml"
@@ -40,6 +41,11 @@ class Rig:
 
     def fixed(self) -> FixedTarget:
         return FixedTarget(self.loaded, self.sandbox, self.trace, clock=self.clock, keypair=KEYS)
+
+    def approval(self, queue: SQLiteApprovalQueue, review: Review | None = None) -> ApprovalTarget:
+        return ApprovalTarget(
+            self.loaded, self.sandbox, self.trace, queue=queue, principal="t1", review=review, keypair=KEYS
+        )
 
     def buggy(self) -> BuggyTarget:
         return BuggyTarget(self.sandbox, self.trace)
