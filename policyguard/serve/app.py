@@ -16,6 +16,7 @@ Answers, and what a client does with them:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -33,7 +34,7 @@ from ..decision import decision_json
 from ..errors import FormatError
 from ..limits import call_problem
 from .auth import authorized
-from .body import BadRequest, CheckRequest, ExecuteRequest, parse_json, parse_model
+from .body import BadRequest, CheckRequest, ExecuteRequest, parse_json, parse_model, surrogate_problem
 from .metrics import CONTENT_TYPE
 from .openapi import openapi_document
 from .service import Service
@@ -45,11 +46,18 @@ READY_TIMEOUT_S = 2.0
 INTERNAL = "internal error: the call was not decided; do not run it"
 
 
+class _JSON(JSONResponse):
+    """JSON with non-ASCII escaped: text the client sent (even a lone surrogate) can always be sent back."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 def _error(status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> Response:
     body: dict[str, Any] = {"error": message}
     if field is not None:
         body["field"] = field
-    return JSONResponse(body, status_code=status, headers=headers)
+    return _JSON(body, status_code=status, headers=headers)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -83,7 +91,7 @@ def _read_call(data: dict[str, Any]) -> Any:
         raise BadRequest(422, f"call: {' '.join(str(exc).split())}", field="call") from None
     except (KeyError, ValueError, TypeError) as exc:
         raise BadRequest(422, f"call: not a tool call: {' '.join(str(exc).split())}", field="call") from None
-    problem = call_problem(call.arguments)
+    problem = call_problem(call.arguments) or surrogate_problem(call.arguments)
     if problem is not None:
         raise BadRequest(422, f"call: {problem}", field="call.arguments")
     return call
@@ -132,7 +140,7 @@ def create_app(service: Service) -> Starlette:
         started = time.perf_counter()
         decision = await run_in_threadpool(guard.check, call, trajectory)
         metrics.decision(decision, time.perf_counter() - started)
-        return JSONResponse(decision_json(decision), headers={"X-Request-Id": request_id})
+        return _JSON(decision_json(decision), headers={"X-Request-Id": request_id})
 
     async def execute(request: Request) -> Response:
         executor = service.executor
@@ -146,13 +154,13 @@ def create_app(service: Service) -> Starlette:
             executor.execute, call, payload.grant, principal=payload.principal, resource=payload.resource
         )
         metrics.execution(result.reason.split(":", 1)[0])
-        return JSONResponse(result.model_dump(mode="json"))
+        return _JSON(result.model_dump(mode="json"))
 
     async def jwks(request: Request) -> Response:
-        return JSONResponse(service.jwks(), headers={"Cache-Control": "public, max-age=300"})
+        return _JSON(service.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "replica": service.replica})
+        return _JSON({"status": "ok", "replica": service.replica})
 
     async def readyz(request: Request) -> Response:
         import anyio
@@ -169,9 +177,9 @@ def create_app(service: Service) -> Starlette:
                 await run_in_threadpool(service.store.is_denied, "policyguard-readyz-probe")
         except Exception as exc:  # TimeoutError or the store's own error: not ready, say which
             body.update(ready=False, store=f"unreachable: {type(exc).__name__}: {' '.join(str(exc).split())}")
-            return JSONResponse(body, status_code=503)
+            return _JSON(body, status_code=503)
         body.update(ready=True, store="ok")
-        return JSONResponse(body)
+        return _JSON(body)
 
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
@@ -179,7 +187,7 @@ def create_app(service: Service) -> Starlette:
     document = openapi_document(grants=service.issuer is not None, execute=service.executor is not None)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(document)
+        return _JSON(document)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500

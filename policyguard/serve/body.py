@@ -107,10 +107,28 @@ def parse_json(raw: bytes) -> Any:
         raise BadRequest(400, f"the body is not strict JSON: {' '.join(str(exc).split())}") from None
     if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - parse_constant refuses these
         raise BadRequest(400, "the body is not a finite number")
-    problem = value_problem(value, max_depth=MAX_BODY_DEPTH, max_nodes=None)
+    problem = value_problem(value, max_depth=MAX_BODY_DEPTH, max_nodes=None) or surrogate_problem(value)
     if problem is not None:
         raise BadRequest(400, f"the body breaks a limit: {problem}")
     return value
+
+
+def surrogate_problem(value: Any) -> str | None:
+    """A lone UTF-16 surrogate (``"\\ud800"``) is valid JSON but no text: it could not even be echoed back."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"a string holds a lone surrogate ({item[:40]!r})"
+    return None
 
 
 def parse_model(model: type[BaseModel], value: Any) -> Any:
@@ -121,5 +139,6 @@ def parse_model(model: type[BaseModel], value: Any) -> Any:
         return model.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
+        # a union's member tag ("list[any]") is pydantic's, not a field the client sent
+        field = ".".join(str(part) for part in first["loc"] if "[" not in str(part)) or None
         raise BadRequest(422, f"{field or 'body'}: {first['msg']}", field=field) from None
