@@ -167,7 +167,7 @@ def _pump(stream: Any, lines: queue.Queue[str | None], keep: list[str]) -> None:
     lines.put(None)
 
 
-def start_replica(name: str, args: list[str], env: dict[str, str] | None = None) -> Replica:
+def start_replica(name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Replica:
     """Start a replica and wait (bounded) until it says where it listens and answers /healthz."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full_env.get("PYTHONPATH", "")) if p)
@@ -190,6 +190,7 @@ def start_replica(name: str, args: list[str], env: dict[str, str] | None = None)
         stderr=subprocess.STDOUT,
         text=True,
         env=full_env,
+        cwd=cwd,
     )
     lines: queue.Queue[str | None] = queue.Queue()
     kept: list[str] = []
@@ -227,8 +228,8 @@ def replicas() -> Iterator[Callable[..., Replica]]:
     """Start replicas with `start(name, args)`; every one is stopped at the end of the test."""
     started: list[Replica] = []
 
-    def start(name: str, args: list[str], env: dict[str, str] | None = None) -> Replica:
-        replica = start_replica(name, args, env)
+    def start(name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Replica:
+        replica = start_replica(name, args, env, cwd)
         started.append(replica)
         return replica
 
