@@ -69,6 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument(
         "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest request body (default 4 MiB)"
     )
+    parser.add_argument(
+        "--decision-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a check may take before the answer is 503, do not run the call (default 60)",
+    )
     parser.add_argument("--replica", default="", help="this process's name in traces and /healthz (default pid-N)")
     parser.add_argument(
         "--demo-effects",
@@ -125,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         unknown_tools=args.unknown_tools,
         token=token,
         max_body_bytes=args.max_body_bytes,
+        decision_timeout_s=args.decision_timeout,
         replica=args.replica,
         demo_effects=args.demo_effects,
     )

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -43,6 +44,7 @@ log = logging.getLogger("policyguard.serve")
 
 Handler = Callable[[Request], Awaitable[Response]]
 READY_TIMEOUT_S = 2.0
+BODY_TIMEOUT_S = 30.0  # a client that trickles its body does not hold a connection for ever
 INTERNAL = "internal error: the call was not decided; do not run it"
 
 
@@ -73,11 +75,15 @@ async def _read_body(request: Request, limit: int) -> bytes:
             raise BadRequest(413, f"the body is {int(declared):,} bytes, over the limit of {limit:,}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(413, f"the body is over the limit of {limit:,} bytes")
-        chunks.append(chunk)
+    try:
+        with anyio.fail_after(BODY_TIMEOUT_S):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise BadRequest(413, f"the body is over the limit of {limit:,} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BadRequest(408, f"the body did not arrive within {BODY_TIMEOUT_S:.0f} s") from None
     return b"".join(chunks)
 
 
@@ -138,7 +144,13 @@ def create_app(service: Service) -> Starlette:
         request_id = uuid.uuid4().hex
         guard = service.guard(payload.principal, request_id)
         started = time.perf_counter()
-        decision = await run_in_threadpool(guard.check, call, trajectory)
+        try:
+            with anyio.fail_after(config.decision_timeout_s):
+                decision = await anyio.to_thread.run_sync(guard.check, call, trajectory, abandon_on_cancel=True)
+        except TimeoutError:  # the thread may still finish; its answer is never sent, so no grant leaves
+            metrics.timeout()
+            message = f"no decision within {config.decision_timeout_s:g} s; do not run the call"
+            return _error(503, message, headers={"X-Request-Id": request_id})
         metrics.decision(decision, time.perf_counter() - started)
         return _JSON(decision_json(decision), headers={"X-Request-Id": request_id})
 
@@ -163,8 +175,6 @@ def create_app(service: Service) -> Starlette:
         return _JSON({"status": "ok", "replica": service.replica})
 
     async def readyz(request: Request) -> Response:
-        import anyio
-
         checklist = service.base.checklist
         body: dict[str, Any] = {
             "replica": service.replica,
@@ -174,7 +184,7 @@ def create_app(service: Service) -> Starlette:
         }
         try:
             with anyio.fail_after(READY_TIMEOUT_S):
-                await run_in_threadpool(service.store.is_denied, "policyguard-readyz-probe")
+                await anyio.to_thread.run_sync(service.store.is_denied, "readyz-probe", abandon_on_cancel=True)
         except Exception as exc:  # TimeoutError or the store's own error: not ready, say which
             body.update(ready=False, store=f"unreachable: {type(exc).__name__}: {' '.join(str(exc).split())}")
             return _JSON(body, status_code=503)

@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..limits import value_problem
 
@@ -59,6 +59,11 @@ class CheckRequest(BaseModel):
     system: str | None = Field(default=None, description="A separate system prompt (Anthropic style).")
     format: Format = Field(default="auto", description="The message format of 'trajectory'; detected by default.")
 
+    @field_validator("principal")
+    @classmethod
+    def _plain_principal(cls, value: str | None) -> str | None:
+        return _identifier(value, "principal")
+
 
 class ExecuteRequest(BaseModel):
     """``POST /v1/execute`` (demo executor only): run a call under the grant ``/v1/check`` returned."""
@@ -69,6 +74,20 @@ class ExecuteRequest(BaseModel):
     grant: str | None = Field(default=None, max_length=16_384)
     principal: str | None = Field(default=None, max_length=MAX_PRINCIPAL_CHARS)
     resource: str | None = Field(default=None, max_length=MAX_PRINCIPAL_CHARS)
+
+    @field_validator("principal", "resource")
+    @classmethod
+    def _plain(cls, value: str | None) -> str | None:
+        return _identifier(value, "value")
+
+
+def _identifier(value: str | None, what: str) -> str | None:
+    """An id as systems write them: not empty, printable, no surrounding spaces (``""`` is not "nobody")."""
+    if value is None:
+        return None
+    if not value or value.strip() != value or not value.isprintable():
+        raise ValueError(f"the {what} must be a non-empty printable string without surrounding spaces")
+    return value
 
 
 class ErrorBody(BaseModel):

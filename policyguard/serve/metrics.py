@@ -34,6 +34,7 @@ class Metrics:
         self.store_errors: dict[str, int] = defaultdict(int)
         self.responses: dict[tuple[str, int], int] = defaultdict(int)
         self.executions: dict[str, int] = defaultdict(int)
+        self.timeouts = 0
 
     def decision(self, decision: Decision, seconds: float) -> None:
         with self._lock:
@@ -49,6 +50,10 @@ class Metrics:
                 self.tokens["cached"] += usage.cached_tokens
                 self.tokens["output"] += usage.output_tokens
                 self.cost_usd += usage.cost_usd or 0.0
+
+    def timeout(self) -> None:
+        with self._lock:
+            self.timeouts += 1
 
     def store_error(self, operation: str) -> None:
         with self._lock:
@@ -91,6 +96,9 @@ class Metrics:
                 "# HELP policyguard_verifier_cost_usd_total Verifier model cost in US dollars (where priced).",
                 "# TYPE policyguard_verifier_cost_usd_total counter",
                 f"policyguard_verifier_cost_usd_total {self.cost_usd:.6f}",
+                "# HELP policyguard_decision_timeouts_total Checks answered 503 because no decision came in time.",
+                "# TYPE policyguard_decision_timeouts_total counter",
+                f"policyguard_decision_timeouts_total {self.timeouts}",
                 "# HELP policyguard_store_errors_total Store operations that failed (each failed closed).",
                 "# TYPE policyguard_store_errors_total counter",
             ]

@@ -25,7 +25,9 @@ def _errors(*codes: int) -> dict[str, Any]:
         413: "The body is over the size limit.",
         415: "The body is not application/json.",
         422: "The body's shape, the dialogue or the call cannot be read; 'field' says where.",
+        408: "The body did not arrive in time.",
         500: "Nothing was decided: do not run the call.",
+        503: "No decision in time (--decision-timeout): do not run the call.",
     }
     return {str(code): {"description": why[code], "content": _json("ErrorBody")} for code in codes}
 
@@ -61,7 +63,7 @@ def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
                         "description": "The Decision (same schema as `policyguard verify`).",
                         "content": _json("Decision"),
                     },
-                    **_errors(400, 401, 413, 415, 422, 500),
+                    **_errors(400, 401, 408, 413, 415, 422, 500, 503),
                 },
             }
         },

@@ -42,6 +42,7 @@ class ServeConfig(BaseModel):
     unknown_tools: Literal["block", "check"] = "block"
     token: str | None = None
     max_body_bytes: int = MAX_BODY_BYTES
+    decision_timeout_s: float = 60.0
     replica: str = ""
     demo_effects: Path | None = None
 
@@ -119,6 +120,8 @@ def build_service(config: ServeConfig) -> Service:
 
     if config.grant_ttl_s <= 0:
         raise ConfigError(f"--grant-ttl must be a positive number of seconds, got {config.grant_ttl_s}")
+    if not config.decision_timeout_s > 0:
+        raise ConfigError(f"--decision-timeout must be a positive number of seconds, got {config.decision_timeout_s}")
     if config.max_body_bytes <= 0:
         raise ConfigError(f"--max-body-bytes must be positive, got {config.max_body_bytes}")
     base = Guard.from_files(

@@ -293,3 +293,51 @@ def test_a_bad_flag_value_is_one_line_naming_it(capsys: pytest.CaptureFixture[st
                  "--grant-key", str(tmp_path / "missing.pem")])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "missing.pem" in err and "Traceback" not in err
+
+
+def test_a_check_that_takes_too_long_is_a_503_and_no_grant(make_client: Any) -> None:
+    import threading
+
+    client = make_client(decision_timeout_s=0.2)
+    release = threading.Event()
+    gate = client.service.base.gate
+
+    class Slow:
+        def check(self, *args: Any) -> Any:
+            release.wait(5)
+            return gate.check(*args)
+
+    client.service.base.gate = Slow()
+    try:
+        response = client.post("/v1/check", json=check_body(unique()))
+    finally:
+        release.set()
+    assert response.status_code == 503 and "do not run the call" in response.json()["error"]
+    assert "policyguard_decision_timeouts_total 1" in client.get("/metrics").text
+
+
+def test_a_store_that_hangs_makes_the_replica_unready_in_bounded_time(
+    make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from policyguard.serve import app
+
+    monkeypatch.setattr(app, "READY_TIMEOUT_S", 0.2)
+    client = make_client()
+    release = threading.Event()
+
+    class Hanging:
+        def is_denied(self, call_id: str) -> bool:
+            release.wait(5)
+            return False
+
+    client.service.store.inner = Hanging()
+    started = time.monotonic()
+    try:
+        ready = client.get("/readyz")
+    finally:
+        release.set()
+    assert ready.status_code == 503 and "TimeoutError" in ready.json()["store"]
+    assert time.monotonic() - started < 3

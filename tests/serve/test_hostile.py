@@ -84,6 +84,9 @@ WRONG_SHAPE = {
     "trajectory is a number": ({"trajectory": 5, "call": refund_call("c1", "T-1")}, "trajectory", "trajectory"),
     "principal is a number": ({**check_body("T-1"), "principal": 7}, "principal", "principal"),
     "principal is huge": ({**check_body("T-1"), "principal": "p" * 5000}, "principal", "principal"),
+    "principal is empty": ({**check_body("T-1"), "principal": ""}, "principal", "non-empty"),
+    "principal with a newline": ({**check_body("T-1"), "principal": "C-1\nadmin"}, "principal", "printable"),
+    "principal with spaces around": ({**check_body("T-1"), "principal": " C-1"}, "principal", "surrounding"),
     "unknown field": ({**check_body("T-1"), "allow": True}, "allow", "allow"),
     "unknown format": ({**check_body("T-1"), "format": "xml"}, "format", "format"),
     "call without a name": ({"trajectory": [], "call": {"id": "c1", "function": {"arguments": "{}"}}}, "call", "call"),
@@ -321,3 +324,23 @@ def test_a_lone_surrogate_in_a_tool_result_never_breaks_the_answer_or_the_trace(
     body["trajectory"][3]["content"] = '{"transaction_id": "\\udc00", "captured": 200, "currency": "USD"}'
     response = _post(client, json.dumps(body))
     assert response.status_code == 200 and response.json()["outcome"] == "block"
+
+
+def test_a_body_that_trickles_in_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from starlette.requests import Request
+
+    from policyguard.serve import app
+    from policyguard.serve.body import BadRequest
+
+    monkeypatch.setattr(app, "BODY_TIMEOUT_S", 0.2)
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"type": "http.request", "body": b" ", "more_body": True}
+
+    scope = {"type": "http", "method": "POST", "headers": [(b"content-type", b"application/json")]}
+    with pytest.raises(BadRequest) as refused:
+        asyncio.run(app._read_body(Request(scope, receive), LIMIT))
+    assert refused.value.status == 408
