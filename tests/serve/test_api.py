@@ -341,3 +341,12 @@ def test_a_store_that_hangs_makes_the_replica_unready_in_bounded_time(
         release.set()
     assert ready.status_code == 503 and "TimeoutError" in ready.json()["store"]
     assert time.monotonic() - started < 3
+
+
+def test_unknown_paths_and_methods_answer_json_not_html(make_client: Any) -> None:
+    client = make_client()
+    missing = client.get("/v2/check")
+    wrong_method = client.get("/v1/check")
+    assert missing.status_code == 404 and missing.json()["error"]
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]
+    assert client.post("/v1/execute", json={}).status_code == 404  # no --demo-effects: no executor
