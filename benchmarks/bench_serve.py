@@ -102,6 +102,15 @@ def start(name: str, store: str, key: Path, trace: Path) -> tuple[subprocess.Pop
     raise SystemExit(f"replica {name} did not start")
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of a process so far (Linux /proc), or None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def load(urls: list[str], n: int, clients: int, body: dict[str, Any]) -> tuple[float, list[float]]:
     import httpx
 
@@ -135,7 +144,7 @@ async def load(urls: list[str], n: int, clients: int, body: dict[str, Any]) -> t
     return n / (time.perf_counter() - started), latencies
 
 
-def run(replicas: int, store: str, n: int, clients: int, directory: Path) -> tuple[float, float, float]:
+def run(replicas: int, store: str, n: int, clients: int, directory: Path) -> tuple[float, float, float, str]:
     from policyguard.grants import generate_keypair
 
     key = directory / "grant.pem"
@@ -147,7 +156,11 @@ def run(replicas: int, store: str, n: int, clients: int, directory: Path) -> tup
     try:
         urls = [url for _, url in processes]
         asyncio.run(load(urls, min(200, n), clients, body))  # warm-up: imports, CEL compilation, connections
+        server_before = [cpu_seconds(p.pid) for p, _ in processes]
+        client_before = time.process_time()
         rate, latencies = asyncio.run(load(urls, n, clients, body))
+        client_cpu = time.process_time() - client_before
+        server_after = [cpu_seconds(p.pid) for p, _ in processes]
     finally:
         for process, _ in processes:
             process.terminate()
@@ -155,7 +168,11 @@ def run(replicas: int, store: str, n: int, clients: int, directory: Path) -> tup
     ordered = sorted(latencies)
     p50 = statistics.median(ordered) * 1000
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-    return rate, p50, p99
+    cpu = f"client CPU {client_cpu / n * 1000:5.2f} ms/decision"
+    if all(v is not None for v in server_before + server_after):
+        server = sum(a - b for a, b in zip(server_after, server_before, strict=True))  # type: ignore[operator]
+        cpu = f"server CPU {server / n * 1000:5.2f} ms/decision, " + cpu
+    return rate, p50, p99, cpu
 
 
 def main() -> int:
@@ -175,11 +192,13 @@ def main() -> int:
             kind = store.split("://", 1)[0]
             results = {}
             for replicas in (1, 2):
-                rate, p50, p99 = run(replicas, store, args.n, args.clients, directory)
+                rate, p50, p99, cpu = run(replicas, store, args.n, args.clients, directory)
                 results[replicas] = rate
                 print(f"  {kind:<10} {replicas} replica{'s' if replicas > 1 else ' '}  {rate:8.1f} decisions/s   "
-                      f"p50 {p50:7.1f} ms   p99 {p99:7.1f} ms")  # fmt: skip
+                      f"p50 {p50:7.1f} ms   p99 {p99:7.1f} ms   ({cpu})")  # fmt: skip
             print(f"  {kind:<10} ratio 2 replicas / 1 replica: {results[2] / results[1]:.2f}x")
+        load1, load5, _ = os.getloadavg()
+        print(f"  load average during the run: {load1:.1f} (1 min), {load5:.1f} (5 min) on {os.cpu_count()} cores")
     return 0
 
 
