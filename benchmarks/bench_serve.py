@@ -1,6 +1,6 @@
 """Decisions per second and latency of ``policyguard serve`` through HTTP, with 1 and 2 replicas.
 
-Run: ``python benchmarks/bench_serve.py [--n 2000] [--clients 16] [--store URL ...]`` (needs the
+Run: ``python benchmarks/bench_serve.py [--n 2000] [--clients 16] [--store URL ...] [--guarded]`` (needs the
 ``serve`` and ``tau2`` extras). Each request is ``POST /v1/check`` with a 20-message airline
 dialogue (OpenAI Chat JSON; the tool results are the tau2 airline records) and a pending
 ``cancel_reservation`` the gate allows (``--model none``: gate only), so every answer is an
@@ -8,7 +8,11 @@ allow with a signed grant and one deny-store read. The replicas are real
 ``python -m policyguard serve`` processes sharing one store; the client is one asyncio
 process with ``--clients`` connections, spread round-robin over the replicas. Prints
 decisions/s, p50/p99 latency per configuration and the ratio 2 replicas / 1 replica.
-The figures depend on the cores: the client and the replicas share this machine.
+With ``--guarded`` it also times the full guarded call through HTTP, ``/v1/check`` then
+``/v1/execute`` on the refund sandbox (grant verified, nonce spent, ledger claimed and
+committed: ``--demo-effects``), on each ``--store``, and prints the store ratios. Server and
+client CPU per operation are printed too: the figures depend on free cores, and the client
+and the replicas share this machine.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
-def dialogue() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def dialogue() -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     """20 messages ending in the pending call: a business-class cancellation the gate allows.
 
     The policy text is the guard's; it is not repeated in the dialogue as a system message.
@@ -78,15 +82,14 @@ def dialogue() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     call = _call("pending", "cancel_reservation", {"reservation_id": rid})
     messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
     assert len(messages) == 20, len(messages)
-    return messages, call
+    return messages, call, uid
 
 
-def start(name: str, store: str, key: Path, trace: Path) -> tuple[subprocess.Popen[str], str]:
+def start(name: str, store: str, key: Path, trace: Path, server_args: list[str]) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     process = subprocess.Popen(
-        [sys.executable, "-m", "policyguard", "serve", "--policy", str(airline_dir() / "policy.md"),
-         "--checklist", str(ROOT / "checklists" / "airline.yaml"), "--store", store, "--grant-key", str(key),
+        [sys.executable, "-m", "policyguard", "serve", *server_args, "--store", store, "--grant-key", str(key),
          "--port", "0", "--replica", name, "--log-level", "warning", "--trace", str(trace)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
@@ -111,54 +114,105 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def load(urls: list[str], n: int, clients: int, body: dict[str, Any]) -> tuple[float, list[float]]:
+class CheckOnly:
+    """``POST /v1/check`` on the airline dialogue: gate only, an allow with a grant each time."""
+
+    label = "check (airline, gate only)"
+
+    def __init__(self, directory: Path) -> None:
+        self.trajectory, self.call, self.principal = dialogue()
+        self.server_args = ["--policy", str(airline_dir() / "policy.md"),
+                            "--checklist", str(ROOT / "checklists" / "airline.yaml")]  # fmt: skip
+
+    def prepare(self, store: str, ids: range) -> None:
+        return None
+
+    async def step(self, http: Any, i: int) -> None:
+        call = {**self.call, "id": f"pending-{i}-{time.monotonic_ns()}"}
+        trajectory = self.trajectory[:-1] + [{"role": "assistant", "content": None, "tool_calls": [call]}]
+        body = {"trajectory": trajectory, "call": call, "principal": self.principal}
+        _expect_allow(await http.post("/v1/check", json=body))
+
+
+class Guarded:
+    """The full guarded call through HTTP: ``/v1/check`` then ``/v1/execute`` (a refund, one ledger claim)."""
+
+    label = "check + execute (refund sandbox)"
+
+    def __init__(self, directory: Path) -> None:
+        self.template = (ROOT / "docs" / "serve" / "check-request.json").read_text(encoding="utf-8")
+        self.prefix = f"B{os.getpid()}x{time.time_ns() % 10**9}"
+        self.server_args = ["--policy", str(ROOT / "benchmarks" / "refund" / "policy.md"),
+                            "--checklist", str(ROOT / "benchmarks" / "refund" / "checklist.yaml"),
+                            "--demo-effects", str(directory / "effects.jsonl")]  # fmt: skip
+
+    def prepare(self, store: str, ids: range) -> None:
+        from policyguard.storeurl import open_store
+
+        opened = open_store(store)
+        for i in ids:
+            opened.set_captured(f"{self.prefix}-{i}", 200)
+
+    async def step(self, http: Any, i: int) -> None:
+        body = json.loads(self.template.replace("T-1001", f"{self.prefix}-{i}"))
+        decision = _expect_allow(await http.post("/v1/check", json=body))
+        run = {"call": body["call"], "grant": decision["grant"], "principal": body["principal"]}
+        response = await http.post("/v1/execute", json=run)
+        if response.status_code != 200 or response.json().get("reason") != "executed":
+            raise SystemExit(f"execute failed {response.status_code}: {response.text[:300]}")
+
+
+def _expect_allow(response: Any) -> dict[str, Any]:
+    decision: dict[str, Any] = response.json()
+    if response.status_code != 200 or decision.get("outcome") != "allow" or "grant" not in decision:
+        raise SystemExit(f"unexpected answer {response.status_code}: {str(decision)[:300]}")
+    return decision
+
+
+async def load(urls: list[str], ids: range, clients: int, workload: Any) -> tuple[float, list[float]]:
     import httpx
 
     queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(n):
+    for i in ids:
         queue.put_nowait(i)
     latencies: list[float] = []
 
     async def client(index: int) -> None:
-        url = urls[index % len(urls)]
-        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=urls[index % len(urls)], timeout=60) as http:
             while True:
                 try:
                     i = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                payload = dict(body)
-                payload["call"] = {**body["call"], "id": f"pending-{i}-{time.monotonic_ns()}"}
-                payload["trajectory"] = body["trajectory"][:-1] + [
-                    {"role": "assistant", "content": None, "tool_calls": [payload["call"]]}
-                ]
                 started = time.perf_counter()
-                response = await http.post("/v1/check", json=payload)
+                await workload.step(http, i)
                 latencies.append(time.perf_counter() - started)
-                decision = response.json()
-                if response.status_code != 200 or decision.get("outcome") != "allow" or "grant" not in decision:
-                    raise SystemExit(f"unexpected answer {response.status_code}: {str(decision)[:300]}")
 
     started = time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(clients)))
-    return n / (time.perf_counter() - started), latencies
+    return len(ids) / (time.perf_counter() - started), latencies
 
 
-def run(replicas: int, store: str, n: int, clients: int, directory: Path) -> tuple[float, float, float, str]:
+def run(
+    workload: Any, replicas: int, store: str, n: int, clients: int, directory: Path, offset: int
+) -> tuple[float, float, float, str]:
     from policyguard.grants import generate_keypair
 
     key = directory / "grant.pem"
     if not key.exists():
         key.write_bytes(generate_keypair()[0])
-    trajectory, call = dialogue()
-    body = {"trajectory": trajectory, "call": call, "principal": "chen_jackson_3290"}
-    processes = [start(f"r{i}", store, key, directory / f"trace-{replicas}-{i}.jsonl") for i in range(replicas)]
+    warm, timed = range(offset, offset + min(200, n)), range(offset + min(200, n), offset + min(200, n) + n)
+    workload.prepare(store, range(warm.start, timed.stop))
+    processes = [
+        start(f"r{i}", store, key, directory / f"trace-{offset}-{i}.jsonl", workload.server_args)
+        for i in range(replicas)
+    ]
     try:
         urls = [url for _, url in processes]
-        asyncio.run(load(urls, min(200, n), clients, body))  # warm-up: imports, CEL compilation, connections
+        asyncio.run(load(urls, warm, clients, workload))  # warm-up: imports, CEL compilation, connections
         server_before = [cpu_seconds(p.pid) for p, _ in processes]
         client_before = time.process_time()
-        rate, latencies = asyncio.run(load(urls, n, clients, body))
+        rate, latencies = asyncio.run(load(urls, timed, clients, workload))
         client_cpu = time.process_time() - client_before
         server_after = [cpu_seconds(p.pid) for p, _ in processes]
     finally:
@@ -168,10 +222,10 @@ def run(replicas: int, store: str, n: int, clients: int, directory: Path) -> tup
     ordered = sorted(latencies)
     p50 = statistics.median(ordered) * 1000
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-    cpu = f"client CPU {client_cpu / n * 1000:5.2f} ms/decision"
+    cpu = f"client CPU {client_cpu / n * 1000:5.2f} ms/op"
     if all(v is not None for v in server_before + server_after):
         server = sum(a - b for a, b in zip(server_after, server_before, strict=True))  # type: ignore[operator]
-        cpu = f"server CPU {server / n * 1000:5.2f} ms/decision, " + cpu
+        cpu = f"server CPU {server / n * 1000:5.2f} ms/op, " + cpu
     return rate, p50, p99, cpu
 
 
@@ -182,21 +236,37 @@ def main() -> int:
     parser.add_argument(
         "--store", action="append", default=[], help="store URL(s) to compare (default: a SQLite file in a temp dir)"
     )
+    parser.add_argument(
+        "--guarded",
+        action="store_true",
+        help="also time the full guarded call through HTTP: /v1/check then /v1/execute (refund sandbox, "
+        "one nonce and one ledger claim per call) on each store",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         stores = args.store or [f"sqlite:///{directory / 'bench.db'}"]
-        print(f"policyguard serve, gate only, airline checklist, 20-message dialogue; {args.n} requests, "
-              f"{args.clients} clients, {os.cpu_count()} cores")  # fmt: skip
-        for store in stores:
-            kind = store.split("://", 1)[0]
-            results = {}
-            for replicas in (1, 2):
-                rate, p50, p99, cpu = run(replicas, store, args.n, args.clients, directory)
-                results[replicas] = rate
-                print(f"  {kind:<10} {replicas} replica{'s' if replicas > 1 else ' '}  {rate:8.1f} decisions/s   "
-                      f"p50 {p50:7.1f} ms   p99 {p99:7.1f} ms   ({cpu})")  # fmt: skip
-            print(f"  {kind:<10} ratio 2 replicas / 1 replica: {results[2] / results[1]:.2f}x")
+        print(f"policyguard serve: {args.n} requests per line, {args.clients} clients, {os.cpu_count()} cores; "
+              "airline dialogue of 20 messages")  # fmt: skip
+        workloads = [CheckOnly(directory)] + ([Guarded(directory)] if args.guarded else [])
+        offset = 0
+        rates: dict[tuple[str, str, int], float] = {}
+        for workload in workloads:
+            for store in stores:
+                kind = store.split("://", 1)[0]
+                for replicas in (1, 2):
+                    rate, p50, p99, cpu = run(workload, replicas, store, args.n, args.clients, directory, offset)
+                    offset += args.n + 200
+                    rates[(workload.label, kind, replicas)] = rate
+                    print(f"  {workload.label:<34} {kind:<10} {replicas} replica{'s' if replicas > 1 else ' '} "
+                          f"{rate:8.1f} ops/s   p50 {p50:7.1f} ms   p99 {p99:7.1f} ms   ({cpu})")  # fmt: skip
+                ratio = rates[(workload.label, kind, 2)] / rates[(workload.label, kind, 1)]
+                print(f"  {workload.label:<34} {kind:<10} ratio 2 replicas / 1 replica: {ratio:.2f}x")
+            kinds = sorted({k for (label, k, _) in rates if label == workload.label})
+            if "sqlite" in kinds and len(kinds) > 1:
+                for other in (k for k in kinds if k != "sqlite"):
+                    ratio = rates[(workload.label, other, 1)] / rates[(workload.label, "sqlite", 1)]
+                    print(f"  {workload.label:<34} ratio {other} / sqlite (1 replica): {ratio:.2f}x")
         load1, load5, _ = os.getloadavg()
         print(f"  load average during the run: {load1:.1f} (1 min), {load5:.1f} (5 min) on {os.cpu_count()} cores")
     return 0
