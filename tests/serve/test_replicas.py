@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,14 +35,20 @@ def _effects(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, grant_key: Path, replicas: Any, store_url: str) -> tuple[Replica, Replica, Path, Any]:
+def pair(
+    tmp_path: Path, grant_key: Path, replicas: Any, store_url: str
+) -> Iterator[tuple[Replica, Replica, Path, Any]]:
     """Replicas a and b on one store and one effects file (each with its own trace)."""
     effects = tmp_path / "effects.jsonl"
     common = ["--policy", str(POLICY), "--checklist", str(CHECKLIST), "--store", store_url,
               "--grant-key", str(grant_key), "--demo-effects", str(effects)]  # fmt: skip
     a = replicas("a", [*common, "--trace", str(tmp_path / "a.jsonl")])
     b = replicas("b", [*common, "--trace", str(tmp_path / "b.jsonl")])
-    return a, b, effects, open_store(store_url)
+    store = open_store(store_url)
+    yield a, b, effects, store
+    close = getattr(store, "close", None)
+    if close is not None:
+        close()
 
 
 def _check(client: httpx.Client, url: str, transaction: str, call_id: str) -> dict[str, Any]:
