@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -75,6 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=60.0,
         help="seconds a check may take before the answer is 503, do not run the call (default 60)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes on one socket, sharing --store like replicas (default 1; more needs a store "
+        "several processes can open, and each worker writes TRACE.<pid>.jsonl)",
+    )
     parser.add_argument("--replica", default="", help="this process's name in traces and /healthz (default pid-N)")
     parser.add_argument(
         "--demo-effects",
@@ -135,8 +143,12 @@ def run(args: argparse.Namespace) -> int:
         replica=args.replica,
         demo_effects=args.demo_effects,
     )
-    service = build_service(config)
-    app = create_app(service)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.workers > 1 and args.store.endswith(":memory:"):
+        raise ConfigError("--workers above 1 needs a shared --store (sqlite:///path.db or postgresql://...): "
+                          "workers with private memory stores would not share spent nonces or denials")  # fmt: skip
+    service = build_service(config)  # also in the parent with --workers: a bad setting fails here, once
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -145,9 +157,26 @@ def run(args: argparse.Namespace) -> int:
         f"store {args.store.split('://', 1)[0]}, token {'required' if token else 'off (loopback)'})",
         flush=True,
     )
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level=args.log_level, access_log=False, lifespan="off", timeout_graceful_shutdown=5)
-    )
-    server.run(sockets=[sock])
+    settings = {"log_level": args.log_level, "access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 5}
+    if args.workers > 1:
+        return _run_workers(service, config, sock, args.workers, settings)
+    uvicorn.Server(uvicorn.Config(create_app(service), **settings)).run(sockets=[sock])  # type: ignore[arg-type]
+    sys.stdout.flush()
+    return 0
+
+
+def _run_workers(service: Any, config: Any, sock: socket.socket, workers: int, settings: dict[str, Any]) -> int:
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from ..serve.worker import CONFIG_ENV
+
+    service.trace.close()  # the parent only checked the settings; each worker opens its own
+    close = getattr(service.store.inner, "close", None)
+    if close is not None:
+        close()
+    os.environ[CONFIG_ENV] = config.model_dump_json()
+    uvicorn_config = uvicorn.Config("policyguard.serve.worker:app_from_env", factory=True, workers=workers, **settings)
+    Multiprocess(uvicorn_config, sockets=[sock]).run()
     sys.stdout.flush()
     return 0

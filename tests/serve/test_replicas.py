@@ -203,3 +203,46 @@ def test_a_grant_from_one_replica_verifies_with_pyjwks_client_against_the_other(
     key = jwks_client.get_signing_key_from_jwt(grant)
     claims = jwt.decode(grant, key=key, algorithms=["EdDSA"], options={"require": ["exp", "iat"]})
     assert claims["principal"] == "C-1" and claims["tool"] == "issue_refund" and claims["exp"] > time.time()
+
+
+def test_the_workers_of_one_server_share_the_store_like_replicas(
+    tmp_path: Path, grant_key: Path, replicas: Any
+) -> None:
+    """`serve --workers 2`: two processes on one socket; one grant sent 16 times still runs once."""
+    import psutil
+
+    effects = tmp_path / "effects.jsonl"
+    store_url = f"sqlite:///{tmp_path / 'shared.db'}"
+    server = replicas("w", ["--policy", str(POLICY), "--checklist", str(CHECKLIST), "--store", store_url,
+                            "--grant-key", str(grant_key), "--demo-effects", str(effects), "--workers", "2",
+                            "--trace", str(tmp_path / "trace.jsonl")])  # fmt: skip
+    def workers() -> int:  # spawned workers, not multiprocessing's resource tracker
+        children = psutil.Process(server.process.pid).children()
+        return sum("spawn_main" in " ".join(child.cmdline()) for child in children)
+
+    deadline = time.monotonic() + 60
+    while workers() < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers() == 2
+    store = open_store(store_url)
+    transaction = unique()
+    store.set_captured(transaction, 200)
+    with httpx.Client(timeout=TIMEOUT) as client:
+        grant = _check(client, server.url, transaction, "c1")["grant"]
+
+    def submit(index: int) -> str:
+        with httpx.Client(timeout=TIMEOUT) as client:  # a new connection each: either worker may take it
+            return str(_execute(client, server.url, transaction, "c1", grant)["reason"])
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        reasons = Counter(pool.map(submit, range(CLIENTS)))
+    assert reasons == {"executed": 1, "replayed": CLIENTS - 1}
+    assert len(_effects(effects)) == 1
+    assert sorted(p.name for p in tmp_path.glob("trace.*.jsonl")) != []  # one trace file per worker
+
+
+def test_workers_with_a_private_memory_store_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from policyguard.cli import main
+
+    code = main(["serve", "--policy", str(POLICY), "--checklist", str(CHECKLIST), "--workers", "2", "--port", "0"])
+    assert code == 2 and "shared --store" in capsys.readouterr().err
