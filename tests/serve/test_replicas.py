@@ -216,6 +216,7 @@ def test_the_workers_of_one_server_share_the_store_like_replicas(
     server = replicas("w", ["--policy", str(POLICY), "--checklist", str(CHECKLIST), "--store", store_url,
                             "--grant-key", str(grant_key), "--demo-effects", str(effects), "--workers", "2",
                             "--trace", str(tmp_path / "trace.jsonl")])  # fmt: skip
+
     def workers() -> int:  # spawned workers, not multiprocessing's resource tracker
         children = psutil.Process(server.process.pid).children()
         return sum("spawn_main" in " ".join(child.cmdline()) for child in children)
