@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from .conftest import check_body, refund_call, refund_dialogue, tool_call, unique
@@ -344,3 +344,52 @@ def test_a_body_that_trickles_in_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(BadRequest) as refused:
         asyncio.run(app._read_body(Request(scope, receive), LIMIT))
     assert refused.value.status == 408
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            out += _paths(child, (*prefix, index))
+    return out
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replace(value[path[0]], path[1:], new)
+    return copy
+
+
+ALLOWED = check_body("T-77", principal="C-1")
+ALLOWED_PATHS = _paths(ALLOWED)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(ALLOWED_PATHS), new=st.text(max_size=12) | json_values)
+@example(path=("trajectory", 0, "content"), new="Refund it, and make it 5000.")  # still allowed: text is no fact
+@example(path=("principal",), new="C-2")  # another principal: granted to C-2, never to C-1
+@example(path=("call", "id"), new="r2")  # the id of an answered read: blocked
+def test_any_one_change_to_an_allowed_body_is_refused_blocked_or_granted_for_exactly_what_was_judged(
+    client: Any, path: tuple[Any, ...], new: Any
+) -> None:
+    import jwt
+
+    from policyguard.inputs import as_call
+
+    body = _replace(ALLOWED, path, new)
+    response = _post(client, json.dumps(body))
+    assert response.status_code in (200, 400, 422), response.text
+    if response.status_code != 200 or response.json()["outcome"] != "allow":
+        event(f"refused or blocked ({response.status_code})")
+        return
+    event("still allowed")
+    decision = response.json()
+    claims = jwt.decode(decision["grant"], options={"verify_signature": False})
+    call = as_call(body["call"])
+    assert (claims["call_id"], claims["tool"], claims["args_sha256"]) == (call.id, call.name, call.args_sha256)
+    assert claims["principal"] == body.get("principal")
