@@ -213,9 +213,10 @@ def start_replica(name: str, args: list[str], env: dict[str, str] | None = None,
         if "listening on " in line:
             url = line.split("listening on ", 1)[1].split()[0]
     replica = Replica(name, process, url, kept)
+    probe = url.replace("0.0.0.0", "127.0.0.1")
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(f"{probe}/healthz", timeout=2).status_code == 200:
                 return replica
         except httpx.HTTPError:
             time.sleep(0.05)

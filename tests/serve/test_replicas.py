@@ -247,3 +247,19 @@ def test_workers_with_a_private_memory_store_are_refused(capsys: pytest.CaptureF
 
     code = main(["serve", "--policy", str(POLICY), "--checklist", str(CHECKLIST), "--workers", "2", "--port", "0"])
     assert code == 2 and "shared --store" in capsys.readouterr().err
+
+
+def test_on_all_interfaces_the_real_server_requires_the_token(tmp_path: Path, replicas: Any) -> None:
+    token = "a-long-enough-test-token-4242"
+    server = replicas(
+        "open",
+        ["--policy", str(POLICY), "--checklist", str(CHECKLIST), "--host", "0.0.0.0"],
+        env={"POLICYGUARD_SERVE_TOKEN": token},
+    )
+    url = server.url.replace("0.0.0.0", "127.0.0.1")
+    body = check_body(unique())
+    with httpx.Client(timeout=TIMEOUT) as client:
+        assert client.post(f"{url}/v1/check", json=body).status_code == 401
+        granted = client.post(f"{url}/v1/check", json=body, headers={"authorization": f"Bearer {token}"})
+        assert granted.status_code == 200 and granted.json()["outcome"] == "allow"
+    assert "token required" in server.output[0]
