@@ -350,3 +350,36 @@ def test_unknown_paths_and_methods_answer_json_not_html(make_client: Any) -> Non
     assert missing.status_code == 404 and missing.json()["error"]
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]
     assert client.post("/v1/execute", json={}).status_code == 404  # no --demo-effects: no executor
+
+
+def test_the_verifier_judges_through_the_server_and_its_usage_is_counted(make_client: Any, tmp_path: Path) -> None:
+    """A procedural rule the gate cannot prove goes to the verifier model (here a scripted one)."""
+    from policyguard.canonical import policy_version
+
+    policy = "Refund only after the user says yes to the amount.\n"
+    (tmp_path / "policy.md").write_text(policy)
+    (tmp_path / "checklist.yaml").write_text(
+        f'policy: {{name: refunds, version: "{policy_version(policy)}"}}\n'
+        "tools:\n  issue_refund:\n    requirements:\n"
+        "      - {id: confirmed, text: The user said yes to this amount., kind: procedural,\n"
+        "         source: Refund only after the user says yes to the amount.}\n"
+    )
+    verdict = {"requirements": [{"id": "confirmed", "status": "NOT_MET", "evidence": "no yes", "evidence_messages": []}],
+               "verdict": "BLOCK", "remediation": "Ask the user to confirm the amount first."}  # fmt: skip
+    (tmp_path / "answers.json").write_text(json.dumps([{"response": verdict}]))
+    client = make_client(
+        policy=tmp_path / "policy.md",
+        checklist=tmp_path / "checklist.yaml",
+        model=f"scripted:{tmp_path / 'answers.json'}",
+    )
+    body = {
+        "trajectory": [{"role": "user", "content": "refund 5"}],
+        "call": tool_call("c1", "issue_refund", {"amount": 5}),
+    }
+    decision = client.post("/v1/check", json={**body, "format": "openai_chat"}).json()  # one user message: ambiguous
+    assert decision["outcome"] == "block" and decision["stage"] == "verifier"
+    assert decision["message"] == "Ask the user to confirm the amount first."
+    text = client.get("/metrics").text
+    assert 'policyguard_decisions_total{outcome="block",stage="verifier"} 1' in text
+    tokens = decision["usage"]["input_tokens"]  # the scripted model counts 4 characters a token
+    assert tokens > 0 and f'policyguard_verifier_tokens_total{{kind="input"}} {tokens}' in text
