@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..formats import Format  # every format the readers know, so a new reader is served too
 from ..limits import value_problem
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_BODY_DEPTH = 96  # a message list, its content blocks, then a call's arguments (themselves limited to 64)
 MAX_PRINCIPAL_CHARS = 256
-
-Format = Literal["auto", "openai_chat", "openai_responses", "anthropic"]
 
 
 class BadRequest(Exception):
