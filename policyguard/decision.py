@@ -147,3 +147,15 @@ class Decision(BaseModel):
     def unverified(self) -> list[str]:
         """Ids of requirements nobody could judge (e.g. with ``--model none``)."""
         return [r.id for r in self.requirements if r.status == "UNVERIFIED"]
+
+
+def decision_json(decision: Decision) -> dict[str, object]:
+    """The Decision as ``policyguard verify`` prints it and ``policyguard serve`` returns it.
+
+    One function for both, so a client in any language reads one schema: the
+    model's fields without the unset ones, plus ``unverified`` (requirement ids
+    nobody could judge).
+    """
+    payload: dict[str, object] = decision.model_dump(mode="json", exclude_none=True)
+    payload["unverified"] = decision.unverified
+    return payload

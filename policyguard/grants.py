@@ -85,7 +85,10 @@ class GrantIssuer:
         ttl_s: int = 120,
         issuer: str = "policyguard",
         clock: Callable[[], float] = time.time,
+        kid: str | None = None,
     ) -> None:
+        """``kid`` goes into each grant's JOSE header, so a verifier holding a
+        JWKS with several keys (a rotation) picks the one that signed it."""
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
@@ -95,6 +98,7 @@ class GrantIssuer:
         self._key = key
         self.ttl_s = ttl_s
         self.issuer = issuer
+        self.kid = kid
         self._clock = clock
 
     def issue(
@@ -135,7 +139,8 @@ class GrantIssuer:
         payload = claims.model_dump()
         if approval_id is None:
             del payload["approval_id"]  # a plain gate grant keeps its original claim set
-        return jwt.encode(payload, self._key, algorithm=ALGORITHM)
+        headers = {"kid": self.kid} if self.kid else None
+        return jwt.encode(payload, self._key, algorithm=ALGORITHM, headers=headers)
 
 
 class GrantVerifier:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..decision import decision_json
 from ..errors import ConfigError, FormatError
 from ..inputs import as_call
 from ..limits import call_problem
@@ -156,9 +157,7 @@ def run(args: argparse.Namespace) -> int:
     decision = guard.check(call, trajectory)
     for warning in decision.warnings:  # stdout holds only the JSON; the weakening is said where a person looks
         print(f"policyguard: WARNING: {warning}", file=sys.stderr)
-    payload = decision.model_dump(mode="json", exclude_none=True)
-    payload["unverified"] = decision.unverified
-    json.dump(payload, sys.stdout, indent=2)
+    json.dump(decision_json(decision), sys.stdout, indent=2)
     sys.stdout.write("\n")
     if decision.verdict == "BLOCK":
         return 1

@@ -1,0 +1,162 @@
+"""Reading a request body: bounded, strict JSON, then a pydantic model; every refusal names the field.
+
+The body is refused (never half-read) when it is over the size limit, not
+UTF-8, not strict JSON (``NaN``, ``Infinity``, a key given twice: two parsers
+in front of and behind a proxy could read different values), nested too deep,
+or carries an integer beyond 64 bits. The shape is then checked by the models
+below (``extra="forbid"``, strict types).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..formats import Format  # every format the readers know, so a new reader is served too
+from ..limits import value_problem
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_DEPTH = 96  # a message list, its content blocks, then a call's arguments (themselves limited to 64)
+MAX_PRINCIPAL_CHARS = 256
+
+
+class BadRequest(Exception):
+    """A request the server refuses; ``status`` is the HTTP status, ``field`` where the problem is."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+    def payload(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.message}
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+class CheckRequest(BaseModel):
+    """``POST /v1/check``: the dialogue so far and the pending call, in any supported message format."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    trajectory: list[Any] | dict[str, Any] = Field(
+        description="The dialogue: a message list (OpenAI Chat, OpenAI Responses items, Anthropic messages) "
+        "or a request body ({'messages': [...]} or {'input': [...]})."
+    )
+    call: dict[str, Any] = Field(description="The pending tool call, in our shape or a provider's.")
+    principal: str | None = Field(
+        default=None,
+        max_length=MAX_PRINCIPAL_CHARS,
+        description="The authenticated user the agent acts for, as the integrator knows it (never what the user "
+        "typed); checks read it and the grant binds it. Recorded in the trace.",
+    )
+    system: str | None = Field(default=None, description="A separate system prompt (Anthropic style).")
+    format: Format = Field(default="auto", description="The message format of 'trajectory'; detected by default.")
+
+    @field_validator("principal")
+    @classmethod
+    def _plain_principal(cls, value: str | None) -> str | None:
+        return _identifier(value, "principal")
+
+
+class ExecuteRequest(BaseModel):
+    """``POST /v1/execute`` (demo executor only): run a call under the grant ``/v1/check`` returned."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    call: dict[str, Any]
+    grant: str | None = Field(default=None, max_length=16_384)
+    principal: str | None = Field(default=None, max_length=MAX_PRINCIPAL_CHARS)
+    resource: str | None = Field(default=None, max_length=MAX_PRINCIPAL_CHARS)
+
+    @field_validator("principal", "resource")
+    @classmethod
+    def _plain(cls, value: str | None) -> str | None:
+        return _identifier(value, "value")
+
+
+def _identifier(value: str | None, what: str) -> str | None:
+    """An id as systems write them: not empty, printable, no surrounding spaces (``""`` is not "nobody")."""
+    if value is None:
+        return None
+    if not value or value.strip() != value or not value.isprintable():
+        raise ValueError(f"the {what} must be a non-empty printable string without surrounding spaces")
+    return value
+
+
+class ErrorBody(BaseModel):
+    """Every non-200 answer: one line naming the problem, and the field when there is one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: str
+    field: str | None = None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def parse_json(raw: bytes) -> Any:
+    """Strict JSON within the limits; :class:`BadRequest` (400) naming the problem."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(400, f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
+    try:
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise BadRequest(400, f"the body is nested deeper than {MAX_BODY_DEPTH} levels") from None
+    except ValueError as exc:  # bad JSON, a duplicate key, NaN, an integer too long to convert
+        raise BadRequest(400, f"the body is not strict JSON: {' '.join(str(exc).split())}") from None
+    if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - parse_constant refuses these
+        raise BadRequest(400, "the body is not a finite number")
+    problem = value_problem(value, max_depth=MAX_BODY_DEPTH, max_nodes=None) or surrogate_problem(value)
+    if problem is not None:
+        raise BadRequest(400, f"the body breaks a limit: {problem}")
+    return value
+
+
+def surrogate_problem(value: Any) -> str | None:
+    """A lone UTF-16 surrogate (``"\\ud800"``) is valid JSON but no text: it could not even be echoed back."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"a string holds a lone surrogate ({item[:40]!r})"
+    return None
+
+
+def parse_model(model: type[BaseModel], value: Any) -> Any:
+    """``value`` as ``model``; :class:`BadRequest` (422) naming the first field in error."""
+    if not isinstance(value, dict):
+        raise BadRequest(422, f"the body must be a JSON object, got {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        # a union's member tag ("list[any]") is pydantic's, not a field the client sent
+        field = ".".join(str(part) for part in first["loc"] if "[" not in str(part)) or None
+        raise BadRequest(422, f"{field or 'body'}: {first['msg']}", field=field) from None

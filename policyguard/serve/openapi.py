@@ -1,0 +1,102 @@
+"""The OpenAPI 3.1 document served at ``/openapi.json``, built from the same pydantic models the server uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from .. import __version__
+from ..decision import Decision
+from ..executor import ExecutionResult
+from .body import CheckRequest, ErrorBody, ExecuteRequest
+
+_REF = "#/components/schemas/{model}"
+
+
+def _json(schema: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": _REF.format(model=schema)}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    why = {
+        400: "The body is not strict JSON or breaks a limit.",
+        401: "The bearer token is missing or wrong.",
+        413: "The body is over the size limit.",
+        415: "The body is not application/json.",
+        422: "The body's shape, the dialogue or the call cannot be read; 'field' says where.",
+        408: "The body did not arrive in time.",
+        500: "Nothing was decided: do not run the call.",
+        503: "No decision in time (--decision-timeout): do not run the call.",
+    }
+    return {str(code): {"description": why[code], "content": _json("ErrorBody")} for code in codes}
+
+
+def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
+    _, defs = models_json_schema(
+        [
+            (CheckRequest, "validation"),
+            (ExecuteRequest, "validation"),
+            (ErrorBody, "validation"),
+            (Decision, "serialization"),
+            (ExecutionResult, "serialization"),
+        ],
+        ref_template=_REF,
+    )
+    schemas = dict(defs.get("$defs", {}))
+    decision = dict(schemas["Decision"])
+    decision["properties"] = {
+        **decision.get("properties", {}),
+        "unverified": {"type": "array", "items": {"type": "string"}, "description": "Requirement ids nobody judged."},
+    }
+    schemas["Decision"] = decision
+    grant_note = " The allow carries a signed grant (verify it against /.well-known/jwks.json)." if grants else ""
+    paths: dict[str, Any] = {
+        "/v1/check": {
+            "post": {
+                "summary": "Decide one pending tool call",
+                "description": "Run the call only when outcome is allow." + grant_note,
+                "security": [{"bearer": []}],
+                "requestBody": {"required": True, "content": _json("CheckRequest")},
+                "responses": {
+                    "200": {
+                        "description": "The Decision (same schema as `policyguard verify`).",
+                        "content": _json("Decision"),
+                    },
+                    **_errors(400, 401, 408, 413, 415, 422, 500, 503),
+                },
+            }
+        },
+        "/.well-known/jwks.json": {
+            "get": {
+                "summary": "Grant verification keys (Ed25519 OKP JWKs with kid; the signing key first)",
+                "responses": {"200": {"description": "A JWK Set."}},
+            }
+        },
+        "/healthz": {"get": {"summary": "The process is up", "responses": {"200": {"description": "ok"}}}},
+        "/readyz": {
+            "get": {
+                "summary": "The store is reachable and the checklist is loaded",
+                "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with the reason"}},
+            }
+        },
+        "/metrics": {"get": {"summary": "Prometheus text format", "responses": {"200": {"description": "metrics"}}}},
+    }
+    if execute:
+        paths["/v1/execute"] = {
+            "post": {
+                "summary": "Demo executor: run a call under its grant (exactly one effect per nonce and key)",
+                "security": [{"bearer": []}],
+                "requestBody": {"required": True, "content": _json("ExecuteRequest")},
+                "responses": {
+                    "200": {"description": "What happened.", "content": _json("ExecutionResult")},
+                    **_errors(400, 401, 413, 415, 422, 500),
+                },
+            }
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "PolicyGuard", "version": __version__},
+        "paths": paths,
+        "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

@@ -1,0 +1,154 @@
+"""Everything a server process holds, built once at start: the guard's parts, the store, the keys.
+
+A request gets its own :class:`~policyguard.guard.Guard` over these shared,
+thread-safe parts, so its ``principal`` reaches the checks and the grant, and
+its trace events carry the principal, the replica and the request id.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import ConfigError
+from ..trace import Trace
+from .body import MAX_BODY_BYTES
+from .keys import PublicKey, jwks, public_key, signing_key
+from .metered import MeteredStore
+from .metrics import Metrics
+
+DEFAULT_STORE = "sqlite:///:memory:"
+
+
+class ServeConfig(BaseModel):
+    """The settings of one server process (the ``policyguard serve`` flags)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: Path
+    checklist: Path
+    model: str = "none"
+    mode: Literal["checklist", "raw", "raw_traj", "checklist_only"] = "checklist"
+    store: str = DEFAULT_STORE
+    trace: Path | None = None
+    grant_key: Path | None = None
+    publish_keys: tuple[Path, ...] = ()
+    grant_ttl_s: int = 120
+    unknown_tools: Literal["block", "check"] = "block"
+    token: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    decision_timeout_s: float = 60.0
+    replica: str = ""
+    demo_effects: Path | None = None
+
+
+class RequestTrace(Trace):
+    """The server's trace as one request sees it: every event also carries the request's fields.
+
+    It writes through the shared trace (one writer, one logical clock per file);
+    ``principal``, ``replica`` and ``request_id`` are fields readers ignore or
+    use, not new event kinds, so ``policyguard audit`` reads the file unchanged.
+    """
+
+    def __init__(self, base: Trace, **fields: Any) -> None:  # no file of its own: no super().__init__
+        self._base = base
+        self._fields = {k: v for k, v in fields.items() if v is not None}
+        self.path = base.path
+        self.events = base.events
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        return self._base.emit(event, **{**self._fields, **fields})
+
+    def sync(self) -> None:
+        self._base.sync()
+
+    def close(self) -> None:  # the shared trace outlives the request
+        return None
+
+
+@dataclass
+class Service:
+    """The shared parts of every request's guard, the store, the keys and the metrics."""
+
+    config: ServeConfig
+    base: Any  # policyguard.guard.Guard: the loaded checklist, policy, gate and verifier
+    store: MeteredStore
+    trace: Trace
+    issuer: Any | None  # policyguard.grants.GrantIssuer
+    keys: list[PublicKey]
+    metrics: Metrics
+    executor: Any | None = None  # policyguard.executor.GuardedExecutor, with --demo-effects only
+    started: float = field(default_factory=time.time)
+
+    @property
+    def replica(self) -> str:
+        return self.config.replica or f"pid-{os.getpid()}"
+
+    def guard(self, principal: str | None, request_id: str) -> Any:
+        """A guard for one request, sharing every stateful part with the others."""
+        from ..guard import Guard
+
+        base = self.base
+        return Guard(
+            base.checklist,
+            base.policy_text,
+            gate=base.gate,
+            verifier=base.verifier,
+            strict=base.strict,
+            allow_unverified=base.allow_unverified,
+            trace=RequestTrace(self.trace, principal=principal, replica=self.replica, request_id=request_id),
+            principal=principal,
+            grants=self.issuer,
+            unknown_tools=base.unknown_tools,
+            denials=self.store,
+        )
+
+    def jwks(self) -> dict[str, list[dict[str, str]]]:
+        return jwks(self.keys)
+
+
+def build_service(config: ServeConfig) -> Service:
+    """Load everything once; any problem is a :class:`ConfigError` naming the file or setting."""
+    from ..grants import GrantIssuer
+    from ..guard import Guard
+    from ..storeurl import open_store
+
+    if config.grant_ttl_s <= 0:
+        raise ConfigError(f"--grant-ttl must be a positive number of seconds, got {config.grant_ttl_s}")
+    if not config.decision_timeout_s > 0:
+        raise ConfigError(f"--decision-timeout must be a positive number of seconds, got {config.decision_timeout_s}")
+    if config.max_body_bytes <= 0:
+        raise ConfigError(f"--max-body-bytes must be positive, got {config.max_body_bytes}")
+    base = Guard.from_files(
+        policy=config.policy,
+        checklist=config.checklist,
+        model=config.model,
+        mode=config.mode,
+        unknown_tools=config.unknown_tools,
+    )
+    try:
+        trace = Trace(config.trace, keep=False)
+    except OSError as exc:
+        raise ConfigError(f"{config.trace}: cannot open the trace file: {exc.strerror or exc}") from None
+    metrics = Metrics()
+    store = MeteredStore(open_store(config.store), metrics)
+    issuer = None
+    keys: list[PublicKey] = []
+    if config.grant_key is not None:
+        pem, signing = signing_key(config.grant_key)
+        issuer = GrantIssuer(pem, ttl_s=config.grant_ttl_s, kid=signing.kid)
+        keys.append(signing)
+    keys += [public_key(path) for path in config.publish_keys]
+    service = Service(config, base, store, trace, issuer, keys, metrics)
+    if config.demo_effects is not None:
+        if config.grant_key is None:
+            raise ConfigError("--demo-effects needs --grant-key: the demo executor runs a call only under a grant")
+        from .demo import demo_executor
+
+        service.executor = demo_executor(service, config.demo_effects, keys[0])
+    return service
