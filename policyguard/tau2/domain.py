@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..messages import Message, ToolCall, Trajectory
+from .cowdb import SharedTables
 
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Task
@@ -104,17 +105,35 @@ class DomainData:
                 return task
         raise ConfigError(f"no task {task_id!r} in tau2 {self.domain}")
 
-    def fresh_env(self) -> Environment:
-        """A new environment on its own copy of the database."""
+    def fresh_env(self, *, private: bool = False) -> Environment:
+        """A new environment on its own copy of the database.
+
+        By default the copy shares records with :attr:`shared_db` until a tool
+        reads one by key (fast: the replay builds dozens); ``private=True``
+        validates a whole new database, as tau2 does (live simulations).
+        """
+        db = self._validated() if private else self.shared_db.fresh()
         if self.domain == "airline":
-            from tau2.domains.airline.data_model import FlightDB
             from tau2.domains.airline.environment import get_environment
 
-            return get_environment(db=FlightDB.model_validate(self.raw_db))
-        from tau2.domains.retail.data_model import RetailDB
+            return get_environment(db=db)
         from tau2.domains.retail.environment import get_environment as get_retail_environment
 
-        return get_retail_environment(db=RetailDB.model_validate(self.raw_db))
+        return get_retail_environment(db=db)
+
+    def _validated(self) -> Any:
+        if self.domain == "airline":
+            from tau2.domains.airline.data_model import FlightDB
+
+            return FlightDB.model_validate(self.raw_db)
+        from tau2.domains.retail.data_model import RetailDB
+
+        return RetailDB.model_validate(self.raw_db)
+
+    @cached_property
+    def shared_db(self) -> SharedTables:
+        """The database validated once; :meth:`fresh_env` builds on copy-on-access views of it."""
+        return SharedTables(self._validated())
 
     @cached_property
     def write_tools(self) -> frozenset[str]:

@@ -418,6 +418,7 @@ class ReplaySuite:
             for tid in (evaluate_tasks or [])
         ]
         passed = sum(1 for c in gold_calls if c.passed)
+        self.data.shared_db.check_untouched()
         return ReplayReport(
             domain=self.data.domain,
             config=self.config,

@@ -196,7 +196,7 @@ def simulate(ctx: RunContext, task_id: str, trial: int) -> SimResult:
     started = time.perf_counter()
     agent: Any = None
     try:
-        env = ctx.data.fresh_env()
+        env = ctx.data.fresh_env(private=True)
         guard = build_guard(spec.config, ctx.checklist, ctx.data.policy_text, verifier_model=ctx.verifier_model)
         agent = guarded_agent_class()(
             tools=env.get_tools(),
