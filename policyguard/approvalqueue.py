@@ -144,7 +144,7 @@ class ApprovalQueue(Protocol):
         """pending -> denied (final); ApprovalError if the request is unknown, decided or expired."""
         ...
 
-    def use(self, request_id: str, call_id: str, grant_sha256: str) -> ApprovalRequest:
+    def use(self, request_id: str, call_id: str, grant_sha256: str | None) -> ApprovalRequest:
         """approved -> used, once: the approval is spent on ``call_id``. ApprovalError otherwise."""
         ...
 
@@ -325,7 +325,7 @@ class SQLiteApprovalQueue:
         updates = {"reviewer": reviewer, "reason": reason, "decided_at": self._clock()}
         return self._decide(request_id, old="pending", new="denied", updates=updates)
 
-    def use(self, request_id: str, call_id: str, grant_sha256: str) -> ApprovalRequest:
+    def use(self, request_id: str, call_id: str, grant_sha256: str | None) -> ApprovalRequest:
         updates = {"used_at": self._clock(), "used_call_id": call_id, "grant_sha256": grant_sha256}
         return self._decide(request_id, old="approved", new="used", updates=updates)
 

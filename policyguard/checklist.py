@@ -116,6 +116,13 @@ class Requirement(_Model):
         description="A CEL expression over args, facts, principal and now; true means the call complies.",
     )
     examples: list[Example] = Field(default_factory=list)
+    approvable: bool = Field(
+        default=False,
+        description=(
+            "A person may approve a call that fails only this and other approvable requirements: with an "
+            "approval queue the guard escalates such a call (waiting for a supervisor) instead of blocking it."
+        ),
+    )
 
 
 class EffectSpec(_Model):

@@ -22,6 +22,7 @@ class CounterSnapshot(BaseModel):
     passed: int = 0
     blocked: int = 0
     halted: int = 0
+    escalated: int = 0
     errors: int = 0
     advisory_blocks: int = 0
     executed: int = 0

@@ -7,9 +7,16 @@ Three outcomes are kept apart, each with its own constructor:
   agent as the tool's error result;
 * :meth:`Decision.halt` - the run must stop (e.g. an integrator's kill switch).
 
-Stages (gate, verifier, approver) may also return ``escalate``: "not mine to
-decide", handing the call to the next stage. A chain that ends on escalate
+Stages (gate, verifier) may also return ``escalate``: "not mine to decide",
+handing the call to the next stage. A chain that ends on such an escalate
 blocks.
+
+The guard's *final* ``escalate`` is different and always carries an
+``approval_id`` (:meth:`Decision.await_approval`): only approvable requirements
+failed, the call was recorded in the approval queue, it did not run, and
+``message`` tells the agent to wait for a supervisor. Like a block it is not
+allowed (``verdict`` is BLOCK); unlike a block, the same call may pass once a
+person approved it (:mod:`policyguard.approvalflow`).
 """
 
 from __future__ import annotations
@@ -94,6 +101,10 @@ class Decision(BaseModel):
         default_factory=list,
         description="Verifier MET judgements rejected by the evidence check (counted as NOT_MET), one line each.",
     )
+    approval_id: str | None = Field(
+        default=None,
+        description="The approval request this decision waits for (final escalate), spent (allow) or was denied by.",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="How an integrator's setting weakened fail-closed for this call (advisory mode let a BLOCK "
@@ -115,6 +126,17 @@ class Decision(BaseModel):
     @classmethod
     def escalate(cls, stage: Stage, **fields: object) -> Decision:
         return cls(outcome="escalate", stage=stage, **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def await_approval(cls, approval_id: str, message: str, **fields: object) -> Decision:
+        """The guard's final escalate: the call waits in the approval queue as request ``approval_id``."""
+        values: dict[str, object] = {"message": message, "approval_id": approval_id, **fields}
+        return cls(outcome="escalate", stage="approver", verdict="BLOCK", **values)  # type: ignore[arg-type]
+
+    @property
+    def awaiting_approval(self) -> bool:
+        """True for the guard's final escalate: the call is waiting for a person (not a stage hand-off)."""
+        return self.outcome == "escalate" and self.approval_id is not None
 
     @property
     def allowed(self) -> bool:

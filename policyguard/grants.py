@@ -57,6 +57,7 @@ class GrantClaims(BaseModel):
     exp: int
     nonce: str
     iss: str
+    approval_id: str | None = None
 
 
 def generate_keypair() -> tuple[bytes, bytes]:
@@ -104,11 +105,19 @@ class GrantIssuer:
         resource: str | None,
         policy_version: str,
         ceilings: dict[str, float] | None = None,
+        expires_at: float | None = None,
+        approval_id: str | None = None,
     ) -> str:
-        """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds, usable once."""
+        """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds (never past ``expires_at``), usable once.
+
+        ``approval_id`` names the person's approval the grant was issued on (an approval grant).
+        """
         import jwt
 
         now = int(self._clock())
+        exp = now + int(self.ttl_s)
+        if expires_at is not None:
+            exp = min(exp, int(expires_at))
         claims = GrantClaims(
             call_id=call.id,
             principal=principal,
@@ -118,11 +127,15 @@ class GrantIssuer:
             ceilings=dict(ceilings or {}),
             policy_version=policy_version,
             iat=now,
-            exp=now + int(self.ttl_s),
+            exp=exp,
             nonce=secrets.token_hex(16),
             iss=self.issuer,
+            approval_id=approval_id,
         )
-        return jwt.encode(claims.model_dump(), self._key, algorithm=ALGORITHM)
+        payload = claims.model_dump()
+        if approval_id is None:
+            del payload["approval_id"]  # a plain gate grant keeps its original claim set
+        return jwt.encode(payload, self._key, algorithm=ALGORITHM)
 
 
 class GrantVerifier:

@@ -23,6 +23,12 @@ which case the unjudged requirements are listed as UNVERIFIED. In advisory mode
 (``strict=False``) a BLOCK verdict is recorded but the call is allowed, even
 one whose verifier failed; a halt is never softened. Such an allow, and one
 made with no gate and no verifier, carries a line in ``Decision.warnings``.
+
+With an approval queue (``approvals=``) and ``strict=True``, a call whose only
+failures are approvable requirements is not blocked but escalated to a person
+(:mod:`policyguard.approvalflow`): the final decision is
+:meth:`Decision.await_approval`, and the same call checked again after a
+reviewer approved it is allowed once, with a grant bound to it.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from .toolnames import unknown_tool_message
 from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .approvalqueue import ApprovalQueue, ApprovalRequest
     from .grants import GrantIssuer
     from .store import NonceStore
 
@@ -55,6 +62,11 @@ UNHASHABLE_ARGS = "unhashable"
 NO_VERIFIER_MESSAGE = (
     "This action needs a policy check that could not be run, so it was not performed. "
     "Do not retry it now; tell the user it cannot be completed at the moment or transfer them to a human agent."
+)
+
+APPROVAL_UNAVAILABLE = (
+    "This action needs a supervisor's approval, and the approval queue could not be reached, so it was not "
+    "performed. Do not retry it now; tell the user it cannot be completed at the moment."
 )
 
 
@@ -77,6 +89,8 @@ class Guard:
         decision_ttl_s: float = 300.0,
         unknown_tools: Literal["block", "check"] = "block",
         denials: NonceStore | None = None,
+        approvals: ApprovalQueue | None = None,
+        approval_ttl_s: float = 24 * 3600.0,
     ) -> None:
         checklist.check_policy(policy_text)
         if unknown_tools not in ("block", "check"):
@@ -95,6 +109,10 @@ class Guard:
         self._clock = clock
         self._counters = Counters()
         self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
+        self.approvals = approvals
+        if not approval_ttl_s > 0:
+            raise ConfigError(f"approval_ttl_s must be positive, got {approval_ttl_s!r}")
+        self.approval_ttl_s = float(approval_ttl_s)
 
     @classmethod
     def from_files(
@@ -182,13 +200,13 @@ class Guard:
         started = time.perf_counter()
         ids = _ids(call)
         context, first = self._begin(call, trajectory, ids)
-        if first.outcome != "escalate" or self.verifier is None:
-            return self._finish(call, self._without_verifier(first, ids), started, ids)
+        if self.verifier is None or not self._wants_verifier(first):
+            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids)
         try:
             second = self.verifier.verify(call, trajectory, context)
         except Exception as exc:  # a verifier must never raise; if it does, block
             second = _verifier_crash(exc, ids)
-        return self._finish(call, _merge(first, second), started, ids)
+        return self._finish(call, trajectory, _combine(first, second), started, ids)
 
     async def acheck(self, call: ToolCall | Mapping[str, Any], trajectory: Trajectory | Sequence[Any]) -> Decision:
         """Async :meth:`check` (same inputs): the verifier call is awaited, the gate runs inline."""
@@ -196,13 +214,13 @@ class Guard:
         started = time.perf_counter()
         ids = _ids(call)
         context, first = self._begin(call, trajectory, ids)
-        if first.outcome != "escalate" or self.verifier is None:
-            return self._finish(call, self._without_verifier(first, ids), started, ids)
+        if self.verifier is None or not self._wants_verifier(first):
+            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids)
         try:
             second = await self.verifier.averify(call, trajectory, context)
         except Exception as exc:
             second = _verifier_crash(exc, ids)
-        return self._finish(call, _merge(first, second), started, ids)
+        return self._finish(call, trajectory, _combine(first, second), started, ids)
 
     def record_execution(
         self, decision: Decision, *, executed: bool, error: str | None = None, emit_event: bool = True
@@ -336,6 +354,26 @@ class Guard:
                 )
         return self._approved(call, decision, ids)
 
+    def _may_escalate(self, decision: Decision, *, allow_unverified: bool) -> bool:
+        """Whether a person could approve this block: an approval queue, strict mode, only approvable failures."""
+        if self.approvals is None or not self.strict or decision.outcome != "block":
+            return False
+        from .approvalflow import approvable_failure
+
+        return approvable_failure(self.checklist, decision, allow_unverified=allow_unverified)
+
+    def _wants_verifier(self, first: Decision) -> bool:
+        """The gate escalated, or it blocked on approvable failures only while requirements remain unjudged.
+
+        In the second case the verifier still judges the rest: an approval must
+        never waive a requirement nobody checked.
+        """
+        if first.outcome == "escalate":
+            return True
+        return self._may_escalate(first, allow_unverified=True) and any(
+            r.status == "UNVERIFIED" for r in first.requirements
+        )
+
     def _without_verifier(self, first: Decision, ids: dict[str, Any]) -> Decision:
         """The final decision when no verifier runs: the first stage's, or the rule for escalations."""
         if first.outcome != "escalate":
@@ -352,17 +390,21 @@ class Guard:
             **ids,
         )
 
-    def _finish(self, call: ToolCall, decision: Decision, started: float, ids: dict[str, Any]) -> Decision:
+    def _finish(
+        self, call: ToolCall, trajectory: Trajectory, decision: Decision, started: float, ids: dict[str, Any]
+    ) -> Decision:
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
-        if decision.outcome == "allow" and self.denials is not None:
+        if self._may_escalate(decision, allow_unverified=self.allow_unverified):
+            decision = self._ask_person(call, trajectory, decision, ids)
+        if decision.outcome == "allow" and self.denials is not None and decision.approval_id is None:
             decision = _deny_wins(self.denials, call, decision)
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
         decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
-        if decision.outcome == "allow" and self.grants is not None:
+        if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
             token = self.grants.issue(
                 call,
                 principal=self.principal,
@@ -373,6 +415,88 @@ class Guard:
         self._count(decision, advisory)
         self._record(decision, advisory, time.perf_counter() - started, ids)
         return decision
+
+    def _ask_person(self, call: ToolCall, trajectory: Trajectory, decision: Decision, ids: dict[str, Any]) -> Decision:
+        """Spend an approval a reviewer gave for exactly this call, or wait for one (see approvalflow)."""
+        from .approvalflow import approval_version, denied_message, matching, new_request, waiting_message
+
+        queue = self.approvals
+        assert queue is not None
+        carried: dict[str, Any] = {
+            "requirements": decision.requirements,
+            "usage": decision.usage,
+            "resolver_reads": decision.resolver_reads,
+            **ids,
+        }
+        try:
+            found = matching(queue, call, principal=self.principal, version=approval_version(self.checklist))
+            denied = [r for r in found if r.status == "denied"]
+            if denied:  # deny is final for this call
+                return Decision.block(
+                    "approver",
+                    denied_message(denied[-1]),
+                    approval_id=denied[-1].id,
+                    error=f"denied by reviewer {denied[-1].reviewer}",
+                    **carried,
+                )
+            for request in found:
+                if request.status == "approved":
+                    spent = self._spend(call, request, carried)
+                    if spent is not None:
+                        return spent
+            waiting = [r for r in found if r.status == "pending"]
+            request = (
+                waiting[0]
+                if waiting
+                else queue.submit(
+                    new_request(
+                        self.checklist, call, decision, trajectory, principal=self.principal, ttl_s=self.approval_ttl_s
+                    )
+                )
+            )
+        except Exception as exc:  # an unreachable queue approves nothing and queues nothing
+            return Decision.block(
+                "approver", APPROVAL_UNAVAILABLE, error=f"approval queue: {type(exc).__name__}: {exc}", **carried
+            )
+        self.trace.emit(
+            "escalate",
+            **ids,
+            approval_id=request.id,
+            policy_version=request.policy_version,
+            principal=request.principal,
+            expires_at=request.expires_at,
+            new=not waiting,
+        )
+        return Decision.await_approval(request.id, waiting_message(request.id), **carried)
+
+    def _spend(self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any]) -> Decision | None:
+        """Allow ``call`` on ``request``'s approval, once; None when another check spent it first."""
+        from .approvalflow import event_fields
+        from .approvalqueue import ApprovalError
+        from .canonical import sha256_hex
+
+        allow = Decision.allow("approver", approval_id=request.id, **carried)
+        if self.denials is not None:
+            checked = _deny_wins(self.denials, call, allow)
+            if checked.outcome != "allow":
+                return checked.model_copy(update={"requirements": carried["requirements"]})
+        token = None
+        if self.grants is not None:
+            token = self.grants.issue(
+                call,
+                principal=self.principal,
+                resource=None,
+                policy_version=self.checklist.policy.version,
+                expires_at=request.expires_at,
+                approval_id=request.id,
+            )
+        assert self.approvals is not None
+        try:
+            used = self.approvals.use(request.id, call.id, sha256_hex(token) if token is not None else None)
+        except ApprovalError:
+            return None
+        self.trace.emit("approve", **event_fields(used), by="guard", used_by_call_id=call.id)
+        return allow.model_copy(update={"grant": token})
 
     def _weakened(self, decision: Decision, advisory: bool) -> list[str]:
         """Why this allow is not the fail-closed guarantee: settings the integrator chose, said on every call."""
@@ -399,6 +523,8 @@ class Guard:
         deltas: dict[str, int] = {"attempted_mutating": 1}
         if decision.outcome == "halt":
             deltas["halted"] = 1
+        elif decision.awaiting_approval:
+            deltas["escalated"] = 1
         elif decision.verdict == "BLOCK":
             deltas["blocked"] = 1
             if advisory:
@@ -413,6 +539,8 @@ class Guard:
         usage = decision.usage or Usage()
         verdict_event = "allow" if decision.outcome == "allow" else "deny"
         extra: dict[str, Any] = {}
+        if decision.approval_id is not None and verdict_event == "allow":  # a deny with approval_id is a reviewer's
+            extra["approval_id"] = decision.approval_id
         if verdict_event == "allow":
             extra["policy_version"] = self.checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
@@ -441,6 +569,7 @@ class Guard:
             output_tokens=usage.output_tokens,
             cost_usd=usage.cost_usd,
             resolver_reads=decision.resolver_reads,
+            approval_id=decision.approval_id,
         )
 
 
@@ -540,6 +669,21 @@ def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
             if seen > 1 or other.name != call.name or other.arguments != call.arguments:
                 return "is used by another call in the dialogue"
     return None
+
+
+def _combine(first: Decision, verifier: Decision) -> Decision:
+    """The verifier's judgement joined to the first stage's.
+
+    After a gate escalate this is :func:`_merge`. After a gate block that only a
+    person may lift, a verifier's PASS keeps the gate's block (with the
+    verifier's results and cost added), and a verifier's block is the decision.
+    """
+    merged = _merge(first, verifier)
+    if first.outcome == "escalate" or merged.outcome != "allow":
+        return merged
+    return first.model_copy(
+        update={"requirements": merged.requirements, "usage": merged.usage, "resolver_reads": merged.resolver_reads}
+    )
 
 
 def _merge(gate: Decision, verifier: Decision) -> Decision:

@@ -37,6 +37,8 @@ from .limits import LimitError, loads_json
 
 TRACE_MAJOR = "policyguard.trace/1"
 INV1_KINDS = ("submit", "allow", "deny", "execute", "effect", "revoke")
+APPROVAL_KINDS = ("escalate", "approve")
+"""A call escalated to a person, and a person's approval (a person's refusal is a ``deny`` with ``approval_id``)."""
 OTHER_KINDS = ("decision", "executor_refused")
 """Record kinds PolicyGuard writes that INV-1 does not judge."""
 EXTENSION_PREFIX = "x-"
@@ -52,6 +54,9 @@ ViolationKind = Literal[
     "effect_without_execute",
     "extra_effect",
     "duplicate_effect",
+    "unapproved",
+    "approval_mismatch",
+    "approval_reused",
 ]
 VIOLATION_KINDS: tuple[ViolationKind, ...] = get_args(ViolationKind)
 
@@ -97,18 +102,40 @@ class SubmitEvent(_CallEvent):
 
 
 class AllowEvent(_CallEvent):
-    """The policy allowed exactly this call, under ``policy_version``, until ``expires_at``."""
+    """The policy allowed exactly this call, under ``policy_version``, until ``expires_at``.
+
+    With ``approval_id`` the allow spends a person's approval (see :class:`ApproveEvent`).
+    """
 
     event: Literal["allow"]
     policy_version: str
     expires_at: float = Field(allow_inf_nan=False)
+    approval_id: str | None = None
 
 
 class DenyEvent(_CallEvent):
-    """The policy denied this call. A deny for a call_id overrules any allow for it."""
+    """The policy denied this call. A deny for a call_id overrules any allow for it.
+
+    With ``approval_id`` it is a reviewer's refusal of that approval request: no allow may spend it.
+    """
 
     event: Literal["deny"]
     policy_version: str | None = None
+    approval_id: str | None = None
+
+
+class EscalateEvent(_CallEvent):
+    """The call waits for a person as approval request ``approval_id``; it did not run."""
+
+    event: Literal["escalate"]
+    approval_id: str
+
+
+class ApproveEvent(_CallEvent):
+    """A person approved request ``approval_id`` for exactly this tool and argument hash."""
+
+    event: Literal["approve"]
+    approval_id: str
 
 
 class ExecuteEvent(_CallEvent):
@@ -135,7 +162,9 @@ class RevokeEvent(_Record):
     call_id: str | None = None
 
 
-Inv1Event = SubmitEvent | AllowEvent | DenyEvent | ExecuteEvent | EffectEvent | RevokeEvent
+Inv1Event = (
+    SubmitEvent | AllowEvent | DenyEvent | ExecuteEvent | EffectEvent | RevokeEvent | EscalateEvent | ApproveEvent
+)
 
 _MODELS: dict[str, type[_Record]] = {
     "submit": SubmitEvent,
@@ -144,6 +173,8 @@ _MODELS: dict[str, type[_Record]] = {
     "execute": ExecuteEvent,
     "effect": EffectEvent,
     "revoke": RevokeEvent,
+    "escalate": EscalateEvent,
+    "approve": ApproveEvent,
 }
 
 
@@ -163,7 +194,7 @@ def _check_kind(kind: object, *, file: str | None, line: int | None) -> None:
         return
     from .toolnames import nearest
 
-    known = (*INV1_KINDS, *OTHER_KINDS)
+    known = (*INV1_KINDS, *APPROVAL_KINDS, *OTHER_KINDS)
     guess = nearest(kind, known) if isinstance(kind, str) else None
     hint = f" (did you mean {guess!r}?)" if guess is not None else ""
     raise TraceFormatError(
@@ -314,6 +345,11 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
     ``expired`` (the execute's ``ts`` is past the allow's ``expires_at``),
     ``replay`` (the call_id was already executed: one allow, one execute).
 
+    An allow that cites an ``approval_id`` is judged when it is read:
+    ``unapproved`` (no earlier ``approve`` for it, or a reviewer's ``deny``
+    of it), ``approval_mismatch`` (approved for another tool or argument
+    hash), ``approval_reused`` (an earlier allow already spent it).
+
     Each effect is judged once too: ``effect_without_execute`` (no earlier
     execute of this call_id, tool and args hash: an effect nobody let through,
     or one that came before its allow), ``extra_effect`` (every such execute
@@ -325,6 +361,7 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
     :class:`TraceFormatError`, because an empty trace is not a clean one.
     """
     calls: dict[str, _Call] = {}
+    approvals: dict[str, _Approval] = {}
     current_version: str | None = None
     effect_keys: dict[str, int] = {}
     violations: list[Violation] = []
@@ -339,14 +376,21 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
                 call = calls.setdefault(event.call_id, _Call())
                 call.allow_revoked_before = len(call.allows)
             continue
-        if isinstance(event, SubmitEvent):
+        if isinstance(event, SubmitEvent | EscalateEvent):
+            continue
+        if isinstance(event, ApproveEvent):
+            approvals.setdefault(event.approval_id, _Approval()).approved.append((event.tool, event.args_sha256))
             continue
         call = calls.setdefault(event.call_id, _Call())
         found: tuple[ViolationKind, str] | None = None
         if isinstance(event, AllowEvent):
             call.allows.append(event)
+            if event.approval_id is not None:
+                found = _judge_approval(event, approvals.setdefault(event.approval_id, _Approval()), line)
         elif isinstance(event, DenyEvent):
             call.denied = True
+            if event.approval_id is not None:
+                approvals.setdefault(event.approval_id, _Approval()).denied = True
         elif isinstance(event, ExecuteEvent):
             executes += 1
             found = _judge(event, call, current_version)
@@ -371,6 +415,30 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
         effects=effects,
         violations=violations,
     )
+
+
+@dataclass
+class _Approval:
+    approved: list[tuple[str, str]] = field(default_factory=list)  # (tool, args_sha256) of each approve event
+    denied: bool = False
+    spent_at: int | None = None  # line of the allow that spent it
+
+
+def _judge_approval(event: AllowEvent, approval: _Approval, line: int) -> tuple[ViolationKind, str] | None:
+    """An allow that cites a person's approval: approved before, not denied, for this call, spent once."""
+    if approval.denied:
+        return "unapproved", f"approval {event.approval_id} was denied by a reviewer"
+    if not approval.approved:
+        return "unapproved", f"no approve event for approval {event.approval_id} before the allow"
+    if (event.tool, event.args_sha256) not in approval.approved:
+        return "approval_mismatch", f"approval {event.approval_id} was given for another tool or other arguments"
+    if approval.spent_at is not None:
+        return (
+            "approval_reused",
+            f"approval {event.approval_id} was already spent by the allow at line {approval.spent_at}",
+        )
+    approval.spent_at = line
+    return None
 
 
 def _judge(event: ExecuteEvent, call: _Call, current_version: str | None) -> tuple[ViolationKind, str] | None:

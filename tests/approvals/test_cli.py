@@ -1,0 +1,97 @@
+"""`policyguard approvals list|show|approve|deny --store URL`: a person reads the queue and decides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from policyguard.cli import main
+from policyguard.inv1 import audit_file
+
+from .conftest import Rig, refund_call
+
+
+def waiting(rig: Rig, call_id: str = "c1", **kw: object) -> str:
+    decision = rig.check(refund_call(call_id, **kw))  # type: ignore[arg-type]
+    assert decision.approval_id is not None
+    return decision.approval_id
+
+
+def url(rig: Rig) -> str:
+    return f"sqlite:///{rig.path}"
+
+
+def test_list_shows_pending_requests_oldest_first(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    first = waiting(rig, "c1", order="O1")
+    rig.history = None
+    second = waiting(rig, "c2", order="O2")
+    assert main(["approvals", "list", "--store", url(rig)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out] == [first, second]
+    assert "issue_refund" in out[0] and '"amount": 800' in out[0] and "failed=effect-approval" in out[0]
+
+
+def test_list_json_and_status_filter(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    request_id = waiting(rig)
+    assert main(["approvals", "deny", request_id, "--store", url(rig), "--reviewer", "bob"]) == 0
+    capsys.readouterr()
+    assert main(["approvals", "list", "--store", url(rig), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["approvals", "list", "--store", url(rig), "--status", "denied", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["id"], row["status"], row["reviewer"]) == (request_id, "denied", "bob")
+
+
+def test_show_prints_requirements_evidence_policy_and_dialogue(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    request_id = waiting(rig)
+    assert main(["approvals", "show", request_id, "--store", url(rig)]) == 0
+    out = capsys.readouterr().out
+    assert "NOT_MET        effect-approval (approvable)" in out
+    assert "policy: 'Refunds go only to known orders (ids start with O).'" in out
+    assert "evidence: check holds" in out and "user: Refund my order." in out
+
+
+def test_approve_via_the_cli_lets_the_retried_call_run_once(
+    rig: Rig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request_id = waiting(rig)
+    trace = tmp_path / "review.jsonl"
+    code = main(
+        ["approvals", "approve", request_id, "--store", url(rig), "--reason", "ok", "--reviewer", "alice"]
+        + ["--trace", str(trace)]
+    )
+    assert code == 0 and f"{request_id}: approved by alice (ok)" in capsys.readouterr().out
+    decision, result = rig.attempt(refund_call("c2"))
+    assert result is not None and result.executed and len(rig.refund.calls) == 1
+    [event] = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert (event["event"], event["approval_id"], event["reviewer"]) == ("approve", request_id, "alice")
+    assert audit_file(trace).ok
+
+
+def test_a_second_decision_is_refused_with_exit_1(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    request_id = waiting(rig)
+    assert main(["approvals", "approve", request_id, "--store", url(rig), "--reviewer", "alice"]) == 0
+    assert main(["approvals", "deny", request_id, "--store", url(rig), "--reviewer", "bob"]) == 1
+    assert main(["approvals", "approve", request_id, "--store", url(rig), "--reviewer", "bob"]) == 1
+    err = capsys.readouterr().err
+    assert "deny refused" in err and "approved, not pending" in err
+    assert rig.queue.get(request_id).reviewer == "alice"  # type: ignore[union-attr]
+
+
+def test_unknown_ids_and_bad_urls(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["approvals", "show", "apr-nope", "--store", url(rig)]) == 1
+    assert main(["approvals", "approve", "apr-nope", "--store", url(rig), "--reviewer", "a"]) == 1
+    assert main(["approvals", "list", "--store", "mysql://x"]) == 2
+    err = capsys.readouterr().err
+    assert "no approval request 'apr-nope'" in err and "unknown scheme 'mysql'" in err
+
+
+def test_the_reviewer_defaults_to_the_environment(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("POLICYGUARD_REVIEWER", "carol")
+    request_id = waiting(rig)
+    assert main(["approvals", "approve", request_id, "--store", url(rig)]) == 0
+    assert rig.queue.get(request_id).reviewer == "carol"  # type: ignore[union-attr]
