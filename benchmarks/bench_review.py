@@ -85,7 +85,8 @@ def main() -> int:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         env = dict(os.environ, POLICYGUARD_REVIEW_TOKEN=TOKEN, LITELLM_LOCAL_MODEL_COST_MAP="True")
-        server = subprocess.Popen([sys.executable, "-m", "policyguard", "review", "--store", store, "--port", str(port)],
+        command = [sys.executable, "-m", "policyguard", "review", "--store", store, "--port", str(port)]
+        server = subprocess.Popen(command,
                                   env=env, stderr=subprocess.DEVNULL)  # fmt: skip
         try:
             base = f"http://127.0.0.1:{port}"

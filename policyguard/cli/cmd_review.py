@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import os
 import sys
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -72,8 +73,17 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decider(queue: object, events: str | None) -> None:
-    return None
+def _decider(queue: Any, events: str | None) -> Any:
+    """Record a decision through the approval flow: the queue's atomic change, then its ``approve``/``deny`` event."""
+    from ..approvalflow import decide
+    from ..trace import Trace
+
+    trace = Trace(events) if events else None
+
+    def record(request_id: str, action: Any, reviewer: str, reason: str | None) -> Any:
+        return decide(queue, request_id, action, reviewer, reason, trace=trace)
+
+    return record
 
 
 def _loopback(host: str) -> bool:
