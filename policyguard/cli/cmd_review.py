@@ -1,0 +1,95 @@
+"""``policyguard review --store URL [--trace FILE...]``: the review console (approval queue, decision browser)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from typing import Any
+
+from ..errors import ConfigError
+
+DEFAULT_PORT = 8710
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "review",
+        help="serve the review console: approve or deny escalated calls, browse decisions",
+        description=(
+            "A small web app for the people who own the policy: the queue of calls waiting for a "
+            "supervisor (approve or deny each exact call, with a reason), and a browser over trace files "
+            "(filter by outcome, tool, failed requirement; INV-1 findings highlighted). Login by the token "
+            "in POLICYGUARD_REVIEW_TOKEN (required, at least 16 characters). Needs the [review] extra."
+        ),
+    )
+    parser.add_argument(
+        "--store", required=True, metavar="URL", help="the store holding the approval queue, e.g. sqlite:///guard.db"
+    )
+    parser.add_argument(
+        "--trace", action="append", default=[], metavar="FILE", help="a JSONL trace to browse (repeatable)"
+    )
+    parser.add_argument("--events", metavar="FILE", help="append the reviewers' approve/deny events to this trace file")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host (put TLS in front: the login token and cookie travel in clear otherwise)",
+    )
+    parser.set_defaults(func=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from ..review.auth import TOKEN_ENV, token_problem
+
+    token = os.environ.get(TOKEN_ENV)
+    problem = token_problem(token)
+    if problem is not None:
+        raise ConfigError(problem)
+    assert token is not None
+    if not _loopback(args.host) and not args.allow_remote:
+        raise ConfigError(f"--host {args.host}: not a loopback address; add --allow-remote (and put TLS in front)")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: not a port number")
+    for path in args.trace:
+        if not os.path.isfile(path):
+            raise ConfigError(f"--trace {path}: no such file")
+    try:
+        import uvicorn
+
+        from ..review.app import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"the review console needs the [review] extra: pip install 'policyguard[review]' ({exc})"
+        ) from exc
+    from ..storeurl import open_approvals
+
+    queue = open_approvals(args.store)
+    app = create_app(queue, token=token, trace_files=args.trace, decide=_decider(queue, args.events))
+    print(f"policyguard review: http://{args.host}:{args.port}/ (queue in {args.store})", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+def _decider(queue: Any, events: str | None) -> Any:
+    """Record a decision through the approval flow: the queue's atomic change, then its ``approve``/``deny`` event."""
+    from ..approvalflow import decide
+    from ..trace import Trace
+
+    trace = Trace(events) if events else None
+
+    def record(request_id: str, action: Any, reviewer: str, reason: str | None) -> Any:
+        return decide(queue, request_id, action, reviewer, reason, trace=trace)
+
+    return record
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

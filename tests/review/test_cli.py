@@ -1,0 +1,49 @@
+"""`policyguard review` refuses to start in a way that would expose the queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from policyguard.cli import main
+
+from .conftest import TOKEN
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def test_no_token_no_console(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    monkeypatch.delenv("POLICYGUARD_REVIEW_TOKEN", raising=False)
+    code, err = _run(["review", "--store", "sqlite:///:memory:"], capsys)
+    assert code == 2 and "POLICYGUARD_REVIEW_TOKEN" in err and err.count("\n") == 1
+
+
+def test_a_short_token_is_refused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", "hunter2")
+    code, err = _run(["review", "--store", "sqlite:///:memory:"], capsys)
+    assert code == 2 and "at least 16" in err
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "example.org", "::"])
+def test_a_non_loopback_address_needs_allow_remote(
+    host: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
+    code, err = _run(["review", "--store", "sqlite:///:memory:", "--host", host], capsys)
+    assert code == 2 and "--allow-remote" in err
+
+
+def test_a_missing_trace_file_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
+    code, err = _run(["review", "--store", "sqlite:///:memory:", "--trace", "/nonexistent/run.jsonl"], capsys)
+    assert code == 2 and "/nonexistent/run.jsonl" in err
+
+
+def test_a_bad_store_url_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
+    code, err = _run(["review", "--store", "mysql://db/queue", "--port", "0"], capsys)
+    assert code == 2 and "unknown scheme 'mysql'" in err and err.count("\n") == 1
