@@ -17,9 +17,12 @@ Status moves only forward::
 No secret is stored: the grant issued for an approved call is kept as its
 sha256 only (``grant_sha256``), the request id is a reference.
 
-:class:`ApprovalQueue` is the contract; :class:`SQLiteApprovalQueue` keeps its
-own tables (versioned in ``approvals_schema``) in a :class:`~policyguard.store.SQLiteStore`
-file, opened by URL with :func:`policyguard.storeurl.open_approvals`.
+:class:`ApprovalQueue` is the contract; :class:`SQLApprovalQueue` holds its
+statements. :class:`SQLiteApprovalQueue` keeps its own tables (versioned in
+``approvals_schema``) in a :class:`~policyguard.store.SQLiteStore` file, and
+:class:`~policyguard.pgapprovals.PostgresApprovalQueue` the same tables in a
+PostgreSQL store's database, shared by replicas. Both open by URL with
+:func:`policyguard.storeurl.open_approvals`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -198,69 +202,74 @@ _BODY_FIELDS = ("arguments", "requirements", "remediation", "dialogue")
 _SELECT = f"SELECT {', '.join(_COLUMNS)}, body FROM approval_requests"
 
 
-class SQLiteApprovalQueue:
-    """An :class:`ApprovalQueue` in the tables ``approval_requests`` and ``approvals_schema`` of a SQLite store.
+class SQLApprovalQueue:
+    """The queue's statements, shared by the SQLite and the PostgreSQL binding.
 
-    Shares the store's connections (so ``sqlite:///:memory:`` works and a
-    store file holds nonces, ledger and approvals together). State changes are
-    single ``UPDATE ... WHERE status = ...`` statements inside ``BEGIN
-    IMMEDIATE`` transactions: atomic across threads and processes. A file
-    whose approvals schema is newer than this code is refused, not misread.
+    Every state change is one ``UPDATE ... WHERE id = ? AND status = ?`` inside
+    a transaction: of two reviewers racing on one request the database lets
+    exactly one update a row. A subclass supplies the transaction, the
+    parameter marker and the column that breaks ties in creation order.
     """
 
-    def __init__(self, store: SQLiteStore, *, clock: Callable[[], float] = time.time) -> None:
-        self.store = store
+    _marker = "?"
+    _tiebreak = "rowid"
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        with store.transaction(immediate=True) as conn:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            row = conn.execute("SELECT version FROM approvals_schema WHERE id = 1").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO approvals_schema (id, version) VALUES (1, ?)", (QUEUE_SCHEMA_VERSION,))
-            elif row[0] > QUEUE_SCHEMA_VERSION:
-                raise ApprovalError(
-                    "schema",
-                    f"{store.path}: approvals schema version {row[0]} is newer than this PolicyGuard "
-                    f"({QUEUE_SCHEMA_VERSION})",
-                )
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _sql(self, text: str) -> str:
+        return text if self._marker == "?" else text.replace("?", self._marker)
+
+    def _unstorable(self, text: str) -> bool:
+        """Whether no stored request can have this id (the database cannot hold the text)."""
+        return False
 
     def close(self) -> None:
-        self.store.close()
+        raise NotImplementedError
 
     # -- helpers -------------------------------------------------------------
 
-    def _expire(self, conn: sqlite3.Connection) -> None:
+    def _expire(self, conn: Any) -> None:
         conn.execute(
-            "UPDATE approval_requests SET status = 'expired' WHERE status IN ('pending', 'approved') "
-            "AND expires_at <= ?",
+            self._sql(
+                "UPDATE approval_requests SET status = 'expired' WHERE status IN ('pending', 'approved') "
+                "AND expires_at <= ?"
+            ),
             (self._clock(),),
         )
 
-    def _row(self, conn: sqlite3.Connection, request_id: str) -> ApprovalRequest | None:
-        row = conn.execute(f"{_SELECT} WHERE id = ?", (request_id,)).fetchone()
-        return _request(row) if row is not None else None
+    def _row(self, conn: Any, request_id: str) -> ApprovalRequest | None:
+        row = conn.execute(self._sql(f"{_SELECT} WHERE id = ?"), (request_id,)).fetchone()
+        return _request(tuple(row)) if row is not None else None
 
     def _decide(
         self, request_id: str, *, old: ApprovalStatus, new: ApprovalStatus, updates: dict[str, Any]
     ) -> ApprovalRequest:
+        if self._unstorable(request_id):
+            raise ApprovalError("not_found", f"no approval request {request_id!r}")
         sets = ", ".join(f"{name} = ?" for name in updates)
-        with self.store.transaction(immediate=True) as conn:
+        with self._transaction() as conn:
             self._expire(conn)
             cursor = conn.execute(
-                f"UPDATE approval_requests SET status = ?, {sets} WHERE id = ? AND status = ?",
+                self._sql(f"UPDATE approval_requests SET status = ?, {sets} WHERE id = ? AND status = ?"),
                 (new, *updates.values(), request_id, old),
             )
-            if new == "denied" and cursor.rowcount == 1:  # deny wins at the executor too (the store's denials)
+            changed = cursor.rowcount == 1
+            if new == "denied" and changed:  # deny wins at the executor too (the store's denials)
                 conn.execute(
-                    "INSERT INTO denials (call_id, denied_at) SELECT call_id, ? FROM approval_requests WHERE id = ? "
-                    "ON CONFLICT DO NOTHING",
+                    self._sql(
+                        "INSERT INTO denials (call_id, denied_at) SELECT call_id, ? FROM approval_requests "
+                        "WHERE id = ? ON CONFLICT DO NOTHING"
+                    ),
                     (self._clock(), request_id),
                 )
             found = self._row(conn, request_id)
         if found is None:
             raise ApprovalError("not_found", f"no approval request {request_id!r}")
-        if cursor.rowcount != 1:
+        if not changed:
             reason = "expired" if found.status == "expired" else f"not_{old}"
             raise ApprovalError(reason, f"approval request {request_id} is {found.status}, not {old}")
         return found
@@ -272,19 +281,22 @@ class SQLiteApprovalQueue:
             raise ApprovalError("not_pending", f"a new approval request must be pending, not {request.status}")
         record = request.model_dump()
         body = json.dumps({name: record[name] for name in _BODY_FIELDS}, ensure_ascii=False, allow_nan=False)
-        with self.store.transaction(immediate=True) as conn:
-            try:
-                conn.execute(
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                self._sql(
                     f"INSERT INTO approval_requests ({', '.join(_COLUMNS)}, body) "
-                    f"VALUES ({', '.join('?' for _ in _COLUMNS)}, ?)",
-                    (*(record[name] for name in _COLUMNS), body),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise ApprovalError("duplicate", f"approval request {request.id} already exists") from exc
+                    f"VALUES ({', '.join('?' for _ in _COLUMNS)}, ?) ON CONFLICT (id) DO NOTHING"
+                ),
+                (*(record[name] for name in _COLUMNS), body),
+            )
+            if cursor.rowcount != 1:
+                raise ApprovalError("duplicate", f"approval request {request.id} already exists")
         return request
 
     def get(self, request_id: str) -> ApprovalRequest | None:
-        with self.store.transaction(immediate=True) as conn:
+        if self._unstorable(request_id):
+            return None
+        with self._transaction() as conn:
             self._expire(conn)
             return self._row(conn, request_id)
 
@@ -312,15 +324,15 @@ class SQLiteApprovalQueue:
         sql = _SELECT
         if used:
             sql += " WHERE " + " AND ".join(f"{name} = ?" for name in used)
-        sql += " ORDER BY created_at, rowid"
+        sql += f" ORDER BY created_at, {self._tiebreak}"
         params: list[Any] = list(used.values())
         if limit is not None:
             sql += " LIMIT ?"
             params.append(max(0, int(limit)))
-        with self.store.transaction(immediate=True) as conn:
+        with self._transaction() as conn:
             self._expire(conn)
-            rows = conn.execute(sql, params).fetchall()
-        return [_request(row) for row in rows]
+            rows = conn.execute(self._sql(sql), params).fetchall()
+        return [_request(tuple(row)) for row in rows]
 
     def approve(self, request_id: str, reviewer: str, reason: str | None = None) -> ApprovalRequest:
         _check_reviewer(reviewer)
@@ -335,6 +347,39 @@ class SQLiteApprovalQueue:
     def use(self, request_id: str, call_id: str, grant_sha256: str | None) -> ApprovalRequest:
         updates = {"used_at": self._clock(), "used_call_id": call_id, "grant_sha256": grant_sha256}
         return self._decide(request_id, old="approved", new="used", updates=updates)
+
+
+class SQLiteApprovalQueue(SQLApprovalQueue):
+    """An :class:`ApprovalQueue` in the tables ``approval_requests`` and ``approvals_schema`` of a SQLite store.
+
+    Shares the store's connections (so ``sqlite:///:memory:`` works and a
+    store file holds nonces, ledger and approvals together). Transactions are
+    ``BEGIN IMMEDIATE``: atomic across threads and processes. A file whose
+    approvals schema is newer than this code is refused, not misread.
+    """
+
+    def __init__(self, store: SQLiteStore, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock=clock)
+        self.store = store
+        with store.transaction(immediate=True) as conn:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT version FROM approvals_schema WHERE id = 1").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO approvals_schema (id, version) VALUES (1, ?)", (QUEUE_SCHEMA_VERSION,))
+            elif row[0] > QUEUE_SCHEMA_VERSION:
+                raise ApprovalError(
+                    "schema",
+                    f"{store.path}: approvals schema version {row[0]} is newer than this PolicyGuard "
+                    f"({QUEUE_SCHEMA_VERSION})",
+                )
+
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self.store.transaction(immediate=True)
+
+    def close(self) -> None:
+        self.store.close()
 
 
 def _check_reviewer(reviewer: str) -> None:

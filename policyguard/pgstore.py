@@ -250,6 +250,16 @@ class PostgresStore:
         with self._errors(), self._pool.connection() as conn:
             yield conn
 
+    @contextmanager
+    def transaction(self) -> Iterator[Connection[Any]]:
+        """One transaction on a pooled connection, for tables kept beside the store's (the approval queue).
+
+        Any database error inside becomes :class:`LedgerUnavailable`; any
+        exception rolls the transaction back.
+        """
+        with self._conn() as conn, conn.transaction():
+            yield conn
+
     def _in_transaction(self, work: Callable[[Connection[Any]], Any]) -> Any:
         """Run ``work`` in one transaction; retry it on a deadlock or serialization failure."""
         from psycopg import errors

@@ -14,7 +14,7 @@ from .errors import ConfigError
 from .store import SQLiteStore, Store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .approvalqueue import SQLiteApprovalQueue
+    from .approvalqueue import SQLApprovalQueue
 
 _SQLITE = "sqlite://"
 _POSTGRES = ("postgresql://", "postgres://")
@@ -54,15 +54,21 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> 
     raise ConfigError(f"store URL {scheme}://...: unknown scheme {scheme!r}; {_USAGE}")
 
 
-def open_approvals(url: str) -> SQLiteApprovalQueue:
+def open_approvals(url: str) -> SQLApprovalQueue:
     """The approval queue kept in the store ``url`` names (its own tables, beside nonces and ledger).
 
-    Same URLs and errors as :func:`open_store`.
+    Same URLs and errors as :func:`open_store`: ``sqlite:///path.db`` or
+    ``postgresql://...`` (replicas sharing the database share the queue).
     """
     from .approvalqueue import SQLiteApprovalQueue
 
     store = open_store(url)
-    if not isinstance(store, SQLiteStore):
+    if isinstance(store, SQLiteStore):
+        return SQLiteApprovalQueue(store)
+    from .pgapprovals import PostgresApprovalQueue
+    from .pgstore import PostgresStore
+
+    if not isinstance(store, PostgresStore):  # pragma: no cover - open_store returns one of the two
         store.close()
-        raise ConfigError("the approval queue is kept in SQLite stores only (sqlite:///path.db) in this version")
-    return SQLiteApprovalQueue(store)
+        raise ConfigError(f"store URL: no approval queue for a {type(store).__name__}")
+    return PostgresApprovalQueue(store)

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..approvalqueue import ApprovalRequest, SQLiteApprovalQueue
+    from ..approvalqueue import ApprovalRequest, SQLApprovalQueue
 
 STATUS_CHOICES = ("pending", "approved", "denied", "expired", "used", "all")
 
@@ -62,10 +62,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, help="the store URL, e.g. sqlite:///path.db")
+    parser.add_argument("--store", required=True, help="the store URL, e.g. sqlite:///path.db or postgresql://user@host/db")
 
 
-def _open(url: str) -> SQLiteApprovalQueue:
+def _open(url: str) -> SQLApprovalQueue:
     from ..storeurl import open_approvals
 
     return open_approvals(url)

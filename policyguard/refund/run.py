@@ -39,7 +39,7 @@ from .spec import LoadedEval, Sample, TargetId
 from .targets import AgentRun, ApprovalTarget, BuggyTarget, FixedTarget, Target, run_agent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..approvalqueue import ApprovalRequest, SQLiteApprovalQueue
+    from ..approvalqueue import ApprovalRequest, SQLApprovalQueue
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -103,7 +103,7 @@ def _make_target(
     keypair: tuple[bytes, bytes] | None,
     store: Store | None = None,
     *,
-    queue: SQLiteApprovalQueue | None = None,
+    queue: SQLApprovalQueue | None = None,
     sample: Sample | None = None,
     trial_id: str = "",
 ) -> Target:
@@ -183,7 +183,7 @@ def run_eval(
         from ..grants import generate_keypair
 
         keypair = generate_keypair()
-    queue: SQLiteApprovalQueue | None = None
+    queue: SQLApprovalQueue | None = None
     if target == "approval":
         from ..storeurl import open_approvals
 
@@ -260,7 +260,7 @@ def run_eval(
 
 
 @contextmanager
-def _closing(queue: SQLiteApprovalQueue | None) -> Iterator[None]:
+def _closing(queue: SQLApprovalQueue | None) -> Iterator[None]:
     try:
         yield
     finally:
@@ -268,7 +268,7 @@ def _closing(queue: SQLiteApprovalQueue | None) -> Iterator[None]:
             queue.close()
 
 
-def _spent(queue: SQLiteApprovalQueue | None, trial_id: str) -> Callable[[], list[ApprovalRequest]]:
+def _spent(queue: SQLApprovalQueue | None, trial_id: str) -> Callable[[], list[ApprovalRequest]]:
     """Reads the supervisor approvals spent in this trial (none without a queue)."""
 
     def read() -> list[ApprovalRequest]:

@@ -14,6 +14,7 @@ from policyguard.approvalqueue import (
     ApprovalRequest,
     DialogueLine,
     RequirementView,
+    SQLApprovalQueue,
     SQLiteApprovalQueue,
 )
 from policyguard.errors import ConfigError
@@ -29,13 +30,21 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "postgres"])
 def clock_queue(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Clock, SQLiteApprovalQueue]:
+    """The same contract on every binding: SQLite in memory, a SQLite file, PostgreSQL (a fresh schema)."""
     clock = Clock()
-    path = ":memory:" if request.param == "memory" else str(tmp_path / "q.db")
-    queue = SQLiteApprovalQueue(SQLiteStore(path), clock=clock)
+    queue: SQLApprovalQueue
+    if request.param == "postgres":
+        from policyguard.pgapprovals import PostgresApprovalQueue
+        from policyguard.pgstore import PostgresStore
+
+        queue = PostgresApprovalQueue(PostgresStore(request.getfixturevalue("pg_url")), clock=clock)
+    else:
+        path = ":memory:" if request.param == "memory" else str(tmp_path / "q.db")
+        queue = SQLiteApprovalQueue(SQLiteStore(path), clock=clock)
     request.addfinalizer(queue.close)
-    return clock, queue
+    return clock, queue  # type: ignore[return-value]
 
 
 @pytest.fixture
