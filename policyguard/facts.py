@@ -67,7 +67,7 @@ from typing import Any, Protocol, runtime_checkable
 from .cel import CelError, CheckProgram, compile_check
 from .checklist import Checklist, FactSource, PrincipalSource
 from .limits import call_problem, value_problem
-from .messages import CallSite, HasToolResults, ToolCall, ToolResult
+from .messages import CallSite, HasToolResults, ToolCall, ToolResult, parse_result_text
 
 
 @runtime_checkable
@@ -202,7 +202,7 @@ def _principal_of(site: CallSite, source: PrincipalSource) -> tuple[str | None, 
         return None, "it has no result yet"
     if result.is_error:
         return None, "it failed"
-    parsed, problem = result.json_problem()
+    parsed, problem = read_result(result)
     if problem is not None:
         return None, f"its result is {problem}"
     value = parsed.get(source.field) if isinstance(parsed, dict) else None
@@ -347,7 +347,7 @@ def _readable(source: FactSource, keys: dict[str, Any], site: CallSite) -> tuple
         return None, f"the {tool} call has no result yet"
     if result.is_error:
         return None, f"the {tool} call failed ({_clip(result.content)})"
-    value, problem = result.json_problem()
+    value, problem = read_result(result)
     if problem is not None:
         return None, f"the {tool} result is {problem}"
     if not bound_record(source, keys, value):
@@ -402,7 +402,7 @@ def _collect_all(source: FactSource, keys: dict[str, Any], sites: list[CallSite]
         result = site.result
         if site.call.name not in tools or result is None or result.is_error or not _args_match(site.call, keys):
             continue
-        value, problem = result.json_problem()
+        value, problem = read_result(result)
         if problem is None:
             values.append(value)
     return values
@@ -421,7 +421,7 @@ def _collect_calls(source: FactSource, keys: dict[str, Any], sites: list[CallSit
         result = site.result
         parsed = None
         if result is not None and not result.is_error:
-            parsed = result.json_problem()[0]
+            parsed = read_result(result)[0]
         entries.append(
             {"args": dict(site.call.arguments), "result": parsed, "error": result is not None and result.is_error}
         )
@@ -459,3 +459,26 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
 @lru_cache(maxsize=1024)
 def _compiled(expression: str) -> CheckProgram:
     return compile_check(expression)
+
+
+PARSE_CACHE_ENTRIES = 256
+PARSE_CACHE_MAX_CHARS = 16_384
+
+
+def read_result(result: ToolResult) -> tuple[Any, str | None]:
+    """``result.json_problem()``, parsed once per distinct text and shared: callers must not mutate the value.
+
+    Every decision re-reads the same results of a growing dialogue, and parsing
+    plus the limit walk was a third of the gate's time. The cache is keyed by
+    the result's exact text, so only an identical text can reuse a parse (the
+    parse is a pure function of it); it holds at most
+    ``PARSE_CACHE_ENTRIES`` texts of at most ``PARSE_CACHE_MAX_CHARS`` each.
+    """
+    if len(result.content) > PARSE_CACHE_MAX_CHARS:
+        return result.json_problem()
+    return _parse_text(result.content)
+
+
+@lru_cache(maxsize=PARSE_CACHE_ENTRIES)
+def _parse_text(content: str) -> tuple[Any, str | None]:
+    return parse_result_text(content)

@@ -96,12 +96,17 @@ class ToolResult(BaseModel):
 
     def json_problem(self) -> tuple[Any, str | None]:
         """``(value, None)`` for a readable result, else ``(None, why it is not JSON data)``."""
-        try:
-            return loads_json(self.content), None
-        except LimitError as exc:
-            return None, f"over a limit ({exc})"
-        except (TypeError, ValueError, RecursionError):
-            return None, "not JSON"
+        return parse_result_text(self.content)
+
+
+def parse_result_text(content: str) -> tuple[Any, str | None]:
+    """``(value, None)`` for a tool result text that is JSON data within the limits, else ``(None, why not)``."""
+    try:
+        return loads_json(content), None
+    except LimitError as exc:
+        return None, f"over a limit ({exc})"
+    except (TypeError, ValueError, RecursionError):
+        return None, "not JSON"
 
 
 @dataclass(frozen=True, slots=True)
