@@ -33,6 +33,7 @@ from .cel import CHECK_VARIABLES, Activation, CelCompileError, CelEvalError, Che
 from .checklist import Checklist, Requirement
 from .decision import Decision, RequirementResult
 from .errors import ChecklistError
+from .factpaths import Trie, paths_trie, prune_facts, read_paths
 from .facts import (
     FactsResult,
     StateResolver,
@@ -127,6 +128,7 @@ class HardGate:
         self._resolver = resolver
         self._programs = programs
         self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
+        self._tries: dict[str, Trie | None] = {}
 
     @property
     def checklist(self) -> Checklist:
@@ -179,9 +181,9 @@ class HardGate:
         results: list[RequirementResult] = []
         denials: list[str] = []
         errors: list[str] = []
-        variables = Activation(
-            {"args": call.arguments, "facts": facts.values, "principal": principal, "now": context.now}
-        )
+        trie = self._read_trie(call.name, requirements)
+        cel_facts = facts.values if trie is None else prune_facts(facts.values, trie)
+        variables = Activation({"args": call.arguments, "facts": cel_facts, "principal": principal, "now": context.now})
         for req in requirements:
             if req.check is None:
                 results.append(
@@ -239,6 +241,13 @@ class HardGate:
                 **fields,
             )
         return Decision.escalate(stage="gate", **fields)
+
+    def _read_trie(self, tool: str, requirements: list[Requirement]) -> Trie | None:
+        """The parts of the facts the tool's checks can read (None: all of them), computed once per tool."""
+        if tool not in self._tries:
+            paths = [read_paths(self._programs[r.id].source) for r in requirements if r.check is not None]
+            self._tries[tool] = None if any(p is None for p in paths) else paths_trie(p for p in paths if p is not None)
+        return self._tries[tool]
 
     def _missing_reads(
         self,
