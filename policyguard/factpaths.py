@@ -32,7 +32,10 @@ _CALL = re.compile(r"\s*\(")
 _MACRO_VAR = re.compile(r"\s*\(\s*(" + _IDENT + r")\s*,")
 _SIZE_CALL = re.compile(r"\s*\.\s*size\s*\(\s*\)")
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_NULL_TEST = re.compile(r"\s*[!=]=\s*null(?![A-Za-z0-9_])\s*(?:$|&&|\|\||[)\],}?:])")
+_OPERAND_START = ("&&", "||", "(", "[", ",", "{", "?", ":")
 ELEMENT = "[]"  # trie key: every element of a list
+PRESENT = "?"  # path suffix: only whether the value is null is read
 
 Paths = frozenset[tuple[str, ...]]
 Trie = dict[str, Any]  # key -> Trie; an empty Trie means "keep this value whole"
@@ -57,19 +60,31 @@ def _root_paths(source: str, start: int, end: int, name: str) -> set[tuple[str, 
     pattern = re.compile(r"(?<![A-Za-z0-9_.])" + re.escape(name) + r"(?![A-Za-z0-9_])")
     paths: set[tuple[str, ...]] = set()
     for match in pattern.finditer(source, start, end):
-        found = _chain_paths(source, match.end(), end)
+        found = _chain_paths(source, match.end(), end, null_test_ok=_operand_start(source, match.start()))
         if found is None:
             return None
         paths |= found
     return paths
 
 
-def _chain_paths(source: str, position: int, end: int) -> set[tuple[str, ...]] | None:
-    """The paths one use reads: its ``.field`` chain, into a macro's body when it iterates a list."""
+def _operand_start(source: str, at: int) -> bool:
+    """True when nothing binding tighter than ``==`` precedes position ``at``."""
+    before = source[:at].rstrip()
+    return not before or before.endswith(_OPERAND_START)
+
+
+def _chain_paths(source: str, position: int, end: int, *, null_test_ok: bool) -> set[tuple[str, ...]] | None:
+    """The paths one use reads: its ``.field`` chain, into a macro's body when it iterates a list.
+
+    A chain that is a whole operand of ``== null`` / ``!= null`` (nothing
+    binding tighter on either side) reads only whether the value is null.
+    """
     chain: list[str] = []
     while (step := _SELECT.match(source, position, end)) is not None:
         chain.append(step.group(1))
         position = step.end()
+    if chain and null_test_ok and _NULL_TEST.match(source, position, end):
+        return {(*chain, PRESENT)}
     if not chain or not _CALL.match(source, position, end):
         return {tuple(chain)}
     method = chain.pop()  # x.items.size(): "size" is a method, the value read is items
@@ -135,21 +150,44 @@ def _string_end(source: str, i: int, end: int) -> int | None:
 
 
 def paths_trie(all_paths: Iterable[Paths]) -> Trie:
-    """One trie of the union of several expressions' paths; a path that is a prefix of another wins."""
+    """One trie of the union of several expressions' paths; a path that is a prefix of another wins.
+
+    A null test alone (``x.result != null``) keeps a stand-in of the same
+    null-ness; next to a deeper path (``x.result.exists(r, r.id == 1)``) that
+    path keeps the value present.
+    """
     trie: Trie = {}
     union: set[tuple[str, ...]] = set()
     for paths in all_paths:
         union |= paths
-    for path in sorted(union, key=len):  # shorter first: a prefix kept whole absorbs longer paths
-        node = trie
-        for key in path[:-1]:
-            child = node.get(key)
-            if child is not None and not child:
-                break  # this prefix is already kept whole
-            node = node.setdefault(key, {})
-        else:
-            node[path[-1]] = {}
+    tests = {path[:-1] for path in union if path and path[-1] == PRESENT}
+    for path in sorted(union - {(*t, PRESENT) for t in tests}, key=len):  # shorter first: a prefix kept whole wins
+        _insert(trie, path)
+    for path in sorted(tests, key=len, reverse=True):  # longer first: a.x's test keeps a present for a's
+        if not _present(trie, path):
+            _insert(trie, (*path, PRESENT))
     return trie
+
+
+def _insert(trie: Trie, path: tuple[str, ...]) -> None:
+    node = trie
+    for key in path[:-1]:
+        child = node.get(key)
+        if child is not None and not child:
+            return  # this prefix is already kept whole
+        node = node.setdefault(key, {})
+    node[path[-1]] = {}
+
+
+def _present(trie: Trie, path: tuple[str, ...]) -> bool:
+    node = trie
+    for key in path:
+        if not node and node is not trie:
+            return True  # a prefix is kept whole
+        if key not in node:
+            return False
+        node = node[key]
+    return True
 
 
 def prune_facts(facts: Mapping[str, Any], trie: Trie) -> dict[str, Any]:
@@ -164,9 +202,11 @@ def prune(value: Any, trie: Trie) -> Any:
     """
     if not trie:
         return value
+    if trie.keys() == {PRESENT}:  # only "is it null?" is read: an empty stand-in answers the same
+        return {} if isinstance(value, Mapping | list) else value
     if isinstance(value, list):
         element = trie.get(ELEMENT)
         return value if element is None else [prune(item, element) for item in value]
     if not isinstance(value, Mapping) or ELEMENT in trie:
         return value
-    return {key: prune(value[key], sub) for key, sub in trie.items() if key in value}
+    return {key: prune(value[key], sub) for key, sub in trie.items() if key in value and key != PRESENT}

@@ -59,6 +59,8 @@ refused (:class:`~policyguard.messages.DuplicateCallId`), never paired by positi
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -461,24 +463,49 @@ def _compiled(expression: str) -> CheckProgram:
     return compile_check(expression)
 
 
-PARSE_CACHE_ENTRIES = 256
-PARSE_CACHE_MAX_CHARS = 16_384
+PARSE_CACHE_CHARS = 4_000_000
+PARSE_CACHE_MAX_CHARS = 64_000
 
 
 def read_result(result: ToolResult) -> tuple[Any, str | None]:
     """``result.json_problem()``, parsed once per distinct text and shared: callers must not mutate the value.
 
-    Every decision re-reads the same results of a growing dialogue, and parsing
-    plus the limit walk was a third of the gate's time. The cache is keyed by
-    the result's exact text, so only an identical text can reuse a parse (the
-    parse is a pure function of it); it holds at most
-    ``PARSE_CACHE_ENTRIES`` texts of at most ``PARSE_CACHE_MAX_CHARS`` each.
+    Every decision re-reads the results of a growing dialogue, and parsing plus
+    the limit walk was a third of the gate's time. The cache is keyed by the
+    result's exact text, so only an identical text can reuse a parse (a pure
+    function of it). It holds texts of at most ``PARSE_CACHE_MAX_CHARS`` and at
+    most ``PARSE_CACHE_CHARS`` in all, least recently used dropped first.
     """
-    if len(result.content) > PARSE_CACHE_MAX_CHARS:
-        return result.json_problem()
-    return _parse_text(result.content)
+    content = result.content
+    if len(content) > PARSE_CACHE_MAX_CHARS:
+        return parse_result_text(content)
+    return _PARSED.get(content)
 
 
-@lru_cache(maxsize=PARSE_CACHE_ENTRIES)
-def _parse_text(content: str) -> tuple[Any, str | None]:
-    return parse_result_text(content)
+class _ParseCache:
+    """A thread-safe LRU of parsed result texts, bounded by their total length."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._used = 0
+        self._entries: OrderedDict[str, tuple[Any, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, content: str) -> tuple[Any, str | None]:
+        with self._lock:
+            found = self._entries.get(content)
+            if found is not None:
+                self._entries.move_to_end(content)
+                return found
+        parsed = parse_result_text(content)
+        with self._lock:
+            if content not in self._entries:
+                self._entries[content] = parsed
+                self._used += len(content)
+                while self._used > self._budget:
+                    dropped, _ = self._entries.popitem(last=False)
+                    self._used -= len(dropped)
+        return parsed
+
+
+_PARSED = _ParseCache(PARSE_CACHE_CHARS)

@@ -27,11 +27,12 @@ a 41-message trajectory (2 shared cores), no model call.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from .canonical import UNHASHABLE_ARGS
 from .cel import CHECK_VARIABLES, Activation, CelCompileError, CelEvalError, CheckProgram, compile_check
 from .checklist import Checklist, Requirement
-from .decision import Decision, RequirementResult
+from .decision import Decision, RequirementResult, Status
 from .errors import ChecklistError
 from .factpaths import Trie, paths_trie, prune_facts, read_paths
 from .facts import (
@@ -48,6 +49,7 @@ from .limits import call_problem
 from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
 from .stages import CheckContext
 
+JudgedBy = Literal["gate", "verifier", "none"]
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
 
 
@@ -129,6 +131,8 @@ class HardGate:
         self._programs = programs
         self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
         self._tries: dict[str, Trie | None] = {}
+        self._fact_lists: dict[str, list[str]] = {}
+        self._closures: dict[str, list[str]] = {}
 
     @property
     def checklist(self) -> Checklist:
@@ -136,7 +140,9 @@ class HardGate:
 
     def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         """Allow a read-only call, block on a missing fact or a failing check, else escalate."""
-        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none()}
+        known = context.extra.get("args_sha256")  # the guard hashed this call's arguments already
+        sha = known if isinstance(known, str) and known != UNHASHABLE_ARGS else call.args_sha256_or_none()
+        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": sha}
         checklist = self._checklist
         if not checklist.is_mutating(call.name):
             return Decision.allow(stage="read_only", **base)
@@ -186,42 +192,25 @@ class HardGate:
         variables = Activation({"args": call.arguments, "facts": cel_facts, "principal": principal, "now": context.now})
         for req in requirements:
             if req.check is None:
-                results.append(
-                    RequirementResult(
-                        id=req.id, status="UNVERIFIED", evidence="no deterministic check", judged_by="none"
-                    )
-                )
+                results.append(_result(req.id, "UNVERIFIED", "no deterministic check", judged_by="none"))
                 continue
             program = self._programs[req.id]
             blocked = self._missing_reads(req, program, call, view, facts, principal)
             if blocked is not None:
                 evidence, message = blocked
-                results.append(RequirementResult(id=req.id, status="NOT_MET", evidence=evidence, judged_by="gate"))
+                results.append(_result(req.id, "NOT_MET", evidence))
                 denials.append(message)
                 continue
             try:
                 holds = program.holds(variables)
             except CelEvalError as exc:
-                results.append(
-                    RequirementResult(
-                        id=req.id,
-                        status="NOT_MET",
-                        evidence=f"check could not be evaluated (fail closed): {exc}",
-                        judged_by="gate",
-                    )
-                )
+                results.append(_result(req.id, "NOT_MET", f"check could not be evaluated (fail closed): {exc}"))
                 errors.append(f"{req.id}: {exc}")
                 continue
             if holds:
-                results.append(
-                    RequirementResult(id=req.id, status="MET", evidence=f"check holds: {req.check}", judged_by="gate")
-                )
+                results.append(_result(req.id, "MET", f"check holds: {req.check}"))
             else:
-                results.append(
-                    RequirementResult(
-                        id=req.id, status="NOT_MET", evidence=f"check is false: {req.check}", judged_by="gate"
-                    )
-                )
+                results.append(_result(req.id, "NOT_MET", f"check is false: {req.check}"))
                 denials.append(
                     f"This action is not allowed: {req.text.rstrip('.')} (requirement {req.id}). "
                     "Explain this to the user and do not retry the same call."
@@ -249,6 +238,19 @@ class HardGate:
             self._tries[tool] = None if any(p is None for p in paths) else paths_trie(p for p in paths if p is not None)
         return self._tries[tool]
 
+    def _sorted_facts(self, rid: str, program: CheckProgram) -> list[str]:
+        found = self._fact_lists.get(rid)
+        if found is None:
+            found = self._fact_lists[rid] = sorted(program.fact_names())
+        return found
+
+    def _closure(self, rid: str, program: CheckProgram) -> list[str]:
+        """The facts the check reads and those they are found through, sorted (computed once per requirement)."""
+        found = self._closures.get(rid)
+        if found is None:
+            found = self._closures[rid] = sorted(fact_closure(self._checklist, program.fact_names()))
+        return found
+
     def _missing_reads(
         self,
         req: Requirement,
@@ -262,7 +264,7 @@ class HardGate:
         if principal is None and req.id in self._reads_principal:
             reason = principal_missing(self._checklist, trajectory)
             return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
-        for fact in sorted(program.fact_names()):
+        for fact in self._sorted_facts(req.id, program):
             if fact in facts.missing:
                 read = facts.reads.get(fact)
                 if read is not None and fact in facts.never_read:
@@ -272,11 +274,9 @@ class HardGate:
                 return f"missing fact {fact!r}: {facts.missing[fact]}", message
         if req.kind != "data":
             return None
-        closure = fact_closure(self._checklist, program.fact_names())
+        closure = self._closure(req.id, program)
         for tool in req.prerequisites:
-            keyed = [
-                facts.keys[f] for f in sorted(closure) if self._checklist.facts[f].tool == tool and f in facts.keys
-            ]
+            keyed = [facts.keys[f] for f in closure if self._checklist.facts[f].tool == tool and f in facts.keys]
             if keyed:
                 for keys in keyed:
                     if next(successful_results(trajectory, tool, keys), None) is None:
@@ -288,6 +288,10 @@ class HardGate:
             elif next(successful_results(trajectory, tool), None) is None:
                 return f"prerequisite read not made: {tool}", f"Read first: call {tool} before {call.name}."
         return None
+
+
+def _result(rid: str, status: Status, evidence: str, *, judged_by: JudgedBy = "gate") -> RequirementResult:
+    return RequirementResult(id=rid, status=status, evidence=evidence, judged_by=judged_by)
 
 
 def _unique(items: list[str]) -> list[str]:

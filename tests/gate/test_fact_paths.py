@@ -50,6 +50,16 @@ EXPRESSIONS = [
     'facts.order.items.all(i, "(" != i.name) && has(facts.order.status)',
     "facts.calls.all(c, c.error || c.result != null)",
     "facts.calls.filter(c, has(c.args.amount) && !c.error).size() == 0",
+    "facts.calls.all(c, c.result != null && c.result.status == 'open')",
+    "facts.calls.all(c, c.result != null && c.result.items.exists(i, i.price > 1))",
+    "facts.calls.exists(c, c.result == null ? false : c.result == {'status': 'open'})",
+    "facts.calls.exists(c, [c.result] == [null])",
+    "facts.calls.exists(c, !c.error && c.result != null)",
+    "facts.calls.exists(c, c.result.status != null)",
+    "facts.order.x.y == null || facts.order.x == {'y': null}",
+    "facts.order.x != null && facts.order.x.y != null",
+    "facts.order.x.y != null && facts.order.x != null",
+    "facts.order.items != null && facts.order.items.size() > 0",
     "facts.calls.map(c, c.args).exists(a, has(a.amount))",
     "facts.order.items.all(i, // a comment with ( and facts.zzz\n i.price > 0)",
     "facts.order.status.startsWith('del')",
@@ -124,8 +134,24 @@ def test_paths_name_the_fields_read_and_the_elements_a_macro_reads() -> None:
     }
     assert read_paths("facts.calls.all(c, c.error || c.result != null)") == {
         ("calls", "[]", "error"),
-        ("calls", "[]", "result"),
+        ("calls", "[]", "result", "?"),
     }
+
+
+def test_a_null_test_alone_keeps_the_value_present_and_pruned_by_deeper_reads() -> None:
+    """``c.result != null`` reads only null-ness: with a deeper read the result keeps just that field."""
+    paths = read_paths("facts.calls.all(c, c.result != null && c.result.status == 'open')")
+    assert paths is not None
+    calls = [{"result": {"status": "open", "items": [1, 2]}, "error": False}, {"result": None, "error": True}]
+    assert prune_facts({"calls": calls}, paths_trie([paths])) == {
+        "calls": [{"result": {"status": "open"}}, {"result": None}]
+    }
+    alone = read_paths("facts.calls.all(c, c.error || c.result != null)")
+    assert alone is not None
+    assert prune_facts({"calls": calls}, paths_trie([alone])) == {
+        "calls": [{"result": {}, "error": False}, {"result": None, "error": True}]
+    }
+    assert read_paths("1 + facts.a.b == null") == {("a", "b")}  # not a whole operand: read whole
 
 
 @pytest.mark.parametrize(
