@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,10 @@ def test_events_is_a_snapshot_that_later_events_do_not_change() -> None:
 def test_a_nonsense_keep_is_refused(keep: object) -> None:
     with pytest.raises(ValueError):
         Trace(keep=keep)  # type: ignore[arg-type]
+
+
+def test_the_readme_trace_example_runs_as_written() -> None:
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    block = re.search(r"## Speed and memory.*?```python\n(.*?)```", readme.read_text(), re.S)
+    assert block is not None, "the README lost its trace example"
+    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme_trace"})
