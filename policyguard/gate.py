@@ -43,13 +43,13 @@ from .facts import (
     principal_missing,
     resolve_facts,
     resolve_principal,
-    successful_results,
 )
 from .limits import call_problem
-from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
+from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResult, ToolResultsView, Trajectory
 from .stages import CheckContext
 
 JudgedBy = Literal["gate", "verifier", "none"]
+_CACHED_TOOLS = 1024
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
 
 
@@ -131,6 +131,7 @@ class HardGate:
         self._programs = programs
         self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
         self._tries: dict[str, Trie | None] = {}
+        self._plans: dict[str, tuple[bool, list[Requirement]]] = {}
         self._fact_lists: dict[str, list[str]] = {}
         self._closures: dict[str, list[str]] = {}
 
@@ -144,10 +145,10 @@ class HardGate:
         sha = known if isinstance(known, str) and known != UNHASHABLE_ARGS else call.args_sha256_or_none()
         base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": sha}
         checklist = self._checklist
-        if not checklist.is_mutating(call.name):
+        mutating, requirements = self._plan(call.name)
+        if not mutating:
             return Decision.allow(stage="read_only", **base)
 
-        requirements = checklist.requirements_for(call.name)
         problem = call_problem(call.arguments)  # the CEL engine converts args recursively: bound it first
         if problem is not None:
             return Decision.block(
@@ -184,6 +185,10 @@ class HardGate:
                 **base,
             )
 
+        successes: dict[str, list[ToolResult]] = {}  # non-error results by tool, in call order
+        for result in view.tool_results():
+            if not result.is_error:
+                successes.setdefault(result.call.name, []).append(result)
         results: list[RequirementResult] = []
         denials: list[str] = []
         errors: list[str] = []
@@ -195,7 +200,7 @@ class HardGate:
                 results.append(_result(req.id, "UNVERIFIED", "no deterministic check", judged_by="none"))
                 continue
             program = self._programs[req.id]
-            blocked = self._missing_reads(req, program, call, view, facts, principal)
+            blocked = self._missing_reads(req, program, call, view, facts, principal, successes)
             if blocked is not None:
                 evidence, message = blocked
                 results.append(_result(req.id, "NOT_MET", evidence))
@@ -231,12 +236,24 @@ class HardGate:
             )
         return Decision.escalate(stage="gate", **fields)
 
+    def _plan(self, tool: str) -> tuple[bool, list[Requirement]]:
+        """Whether the tool is judged as mutating, and its requirements (cached for up to ``_CACHED_TOOLS`` names)."""
+        plan = self._plans.get(tool)
+        if plan is None:
+            plan = (self._checklist.is_mutating(tool), self._checklist.requirements_for(tool))
+            if len(self._plans) < _CACHED_TOOLS:  # unknown names are the caller's to choose: never grow without bound
+                self._plans[tool] = plan
+        return plan
+
     def _read_trie(self, tool: str, requirements: list[Requirement]) -> Trie | None:
         """The parts of the facts the tool's checks can read (None: all of them), computed once per tool."""
-        if tool not in self._tries:
-            paths = [read_paths(self._programs[r.id].source) for r in requirements if r.check is not None]
-            self._tries[tool] = None if any(p is None for p in paths) else paths_trie(p for p in paths if p is not None)
-        return self._tries[tool]
+        if tool in self._tries:
+            return self._tries[tool]
+        paths = [read_paths(self._programs[r.id].source) for r in requirements if r.check is not None]
+        trie = None if any(p is None for p in paths) else paths_trie(p for p in paths if p is not None)
+        if len(self._tries) < _CACHED_TOOLS:
+            self._tries[tool] = trie
+        return trie
 
     def _sorted_facts(self, rid: str, program: CheckProgram) -> list[str]:
         found = self._fact_lists.get(rid)
@@ -259,6 +276,7 @@ class HardGate:
         trajectory: HasToolResults,
         facts: FactsResult,
         principal: str | None,
+        successes: dict[str, list[ToolResult]],
     ) -> tuple[str, str] | None:
         """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
         if principal is None and req.id in self._reads_principal:
@@ -279,15 +297,21 @@ class HardGate:
             keyed = [facts.keys[f] for f in closure if self._checklist.facts[f].tool == tool and f in facts.keys]
             if keyed:
                 for keys in keyed:
-                    if next(successful_results(trajectory, tool, keys), None) is None:
+                    if not any(_answers(result, keys) for result in successes.get(tool, ())):
                         read = format_read(tool, keys)
                         return (
                             f"prerequisite read not made: {read}",
                             f"Read first: call {read} before {call.name}.",
                         )
-            elif next(successful_results(trajectory, tool), None) is None:
+            elif not successes.get(tool):
                 return f"prerequisite read not made: {tool}", f"Read first: call {tool} before {call.name}."
         return None
+
+
+def _answers(result: ToolResult, keys: dict[str, Any]) -> bool:
+    """Whether the result's call was made with these arguments (as :func:`~policyguard.facts.successful_results`)."""
+    arguments = result.call.arguments
+    return all(name in arguments and arguments[name] == value for name, value in keys.items())
 
 
 def _result(rid: str, status: Status, evidence: str, *, judged_by: JudgedBy = "gate") -> RequirementResult:
