@@ -1,11 +1,12 @@
-"""The gate decides the airline replay's real calls exactly as it did when they were recorded.
+"""The gate decides the replays' real calls exactly as it did when they were recorded.
 
-``data/airline_replay_decisions.json.gz`` holds every (call, trajectory, now,
-principal) the hard gate judged during ``bench replay --domain airline`` and the
-whole Decision it returned (outcome, stage, message, requirement statuses and
-evidence, error, hash). Speed-ups of the gate must leave every one identical.
-Recorded by ``python benchmarks/gate_decisions.py capture`` before the gate was
-optimised.
+``data/{airline,retail}_replay_decisions.json.gz`` hold every (call, trajectory,
+now, principal) the hard gate judged during ``bench replay --domain airline``
+(397) and ``--domain retail`` (406), and the whole Decision it returned (outcome,
+stage, message, requirement statuses and evidence, error, hash). Speed-ups of
+the gate must leave every one identical. Recorded by ``python
+benchmarks/gate_decisions.py capture [--domain retail --out ...]`` from the code
+before the gate was optimised.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ def _capture_module() -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="module")
-def recorded() -> tuple[HardGate, list]:  # type: ignore[type-arg]
+@pytest.fixture(scope="module", params=["airline", "retail"])
+def recorded(request: pytest.FixtureRequest) -> tuple[HardGate, list]:  # type: ignore[type-arg]
     module = _capture_module()
-    checklist, cases = module.load_cases()
+    checklist, cases = module.load_cases(Path(__file__).parent / "data" / f"{request.param}_replay_decisions.json.gz")
     return HardGate(checklist), [(*case, module.decision_record) for case in cases]
 
 
