@@ -54,6 +54,9 @@ user first") and the gate blocks.
 
 A trajectory in which two calls share an id, or one call has two results, is
 refused (:class:`~policyguard.messages.DuplicateCallId`), never paired by position.
+
+Each distinct result text is parsed once (:func:`read_result`, a bounded cache
+keyed by the exact text); the values it returns are shared and never mutated.
 """
 
 from __future__ import annotations
