@@ -61,6 +61,7 @@ keyed by the exact text); the values it returns are shared and never mutated.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections import OrderedDict
@@ -281,7 +282,7 @@ def _resolve_one(
     if resolver is not None:
         out.resolver_reads += 1
         try:
-            value = resolver.resolve(name, source, dict(keys))
+            value = resolver.resolve(name, source, copy.deepcopy(keys))  # keys may hold shared parsed values
         except Exception as exc:  # an integrator's failure must not become a fact
             out.missing[name] = f"re-reading the {name} failed ({type(exc).__name__}: {exc})"
             return

@@ -95,3 +95,41 @@ def test_a_gate_decision_reads_the_newest_result_even_when_an_older_text_is_cach
     write = ToolCall(id="w", name="close_order", arguments={"order_id": "O1"})
     assert gate.check(write, Trajectory(messages=[read, open_]), CONTEXT).outcome == "escalate"
     assert gate.check(write, Trajectory(messages=[read, open_, reread, closed]), CONTEXT).outcome == "block"
+
+
+def test_a_resolver_that_changes_its_keys_cannot_change_a_cached_record() -> None:
+    """Keys computed from a shared parsed record reach the integrator as a copy."""
+    checklist = Checklist.model_validate(
+        {
+            "policy": {"name": "p", "version": "sha256:" + "1" * 64},
+            "facts": {
+                "order": {"tool": "get_order", "match": {"order_id": "args.order_id"}},
+                "shipment": {"tool": "get_shipment", "match": {"meta": "facts.order.meta"}, "bind": {}},
+            },
+            "tools": {"get_order": {"mutating": False}, "get_shipment": {"mutating": False}},
+            "general_rules": [
+                {
+                    "id": "meta-kept",
+                    "text": "t",
+                    "kind": "data",
+                    "source": "s",
+                    "check": 'facts.order.meta.region == "eu" && facts.shipment.ok',
+                }
+            ],
+        }
+    )
+
+    class Meddler:
+        def resolve(self, fact_name: str, source: object, keys: dict[str, object]) -> object:
+            if fact_name == "shipment":
+                keys["meta"]["region"] = "us"  # type: ignore[index]
+                return {"ok": True}
+            return None
+
+    read = Message(role="assistant", tool_calls=[ToolCall(id="r1", name="get_order", arguments={"order_id": "O9"})])
+    record = Message(role="tool", tool_call_id="r1", content='{"order_id": "O9", "meta": {"region": "eu"}}')
+    write = ToolCall(id="w", name="ship", arguments={"order_id": "O9"})
+    gate = HardGate(checklist, resolver=Meddler())
+    for _ in range(2):
+        decision = gate.check(write, Trajectory(messages=[read, record]), CONTEXT)
+        assert [r.status for r in decision.requirements] == ["MET"], decision
