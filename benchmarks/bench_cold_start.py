@@ -7,7 +7,9 @@ wall time of ``--runs`` fresh interpreters for
 (b) ``python -m policyguard verify`` on an airline case - the shipped airline
     checklist, tau2's airline policy, a real replay dialogue and its pending
     ``update_reservation_baggages`` call, gate only (target <= 300 ms);
-(c) ``python -c "pass"``, the interpreter's own start, for scale.
+(c) ``python -c "pass"``, the interpreter's own start, for scale;
+(d) importing pydantic and PyYAML and validating one model: what (a) cannot
+    go below while the checklist is pydantic models read from YAML.
 
 ``--importtime`` also prints the ten slowest imports of (b) (``python -X importtime``).
 Needs the ``tau2`` extra (for the airline policy text).
@@ -66,6 +68,11 @@ def _airline_case(folder: Path) -> list[str]:
     ]  # fmt: skip
 
 
+_PYDANTIC_FLOOR = (
+    "import yaml\nfrom pydantic import BaseModel, Field\nclass M(BaseModel):\n    x: int = Field(0)\nM(x=1)"
+)
+
+
 def _median_ms(command: list[str], runs: int, env: dict[str, str]) -> tuple[float, float, int]:
     """(median wall ms, median CPU ms of the child, last exit code); CPU time is what load on a shared machine
     distorts least."""
@@ -114,6 +121,7 @@ def main() -> None:
         verify = [python, "-m", "policyguard", *_airline_case(Path(folder))]
         subprocess.run(verify, env=env, capture_output=True, timeout=120)
         bare = _median_ms([python, "-c", "pass"], args.runs, env)
+        floor = _median_ms([python, "-c", _PYDANTIC_FLOOR], args.runs, env)
         imports = _median_ms([python, "-c", "from policyguard import Guard, load_checklist"], args.runs, env)
         decided = _median_ms(verify, args.runs, env)
         print(
@@ -122,6 +130,7 @@ def main() -> None:
         print(f"(a) from policyguard import Guard, load_checklist {imports[0]:7.1f}  {imports[1]:7.1f} ms  (<= 100)")
         print(f"(b) policyguard verify, airline case              {decided[0]:7.1f}  {decided[1]:7.1f} ms  (<= 300)")
         print(f"(c) python -c pass                                {bare[0]:7.1f}  {bare[1]:7.1f} ms")
+        print(f"(d) import pydantic + yaml, one BaseModel         {floor[0]:7.1f}  {floor[1]:7.1f} ms  (floor of (a))")
         if args.importtime:
             print("slowest imports of (b), cumulative us:")
             for micros, name in _slowest_imports(verify, env):
