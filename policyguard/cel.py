@@ -54,6 +54,7 @@ import importlib.util
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -70,6 +71,9 @@ _BOUND = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_]\w*)\s*,")
 
 
+_ENGINE_LOCK = threading.Lock()
+
+
 def engine() -> Any:
     """The ``cel`` package's compiled engine module (``cel.cel``: compile, Context, Program).
 
@@ -81,6 +85,12 @@ def engine() -> Any:
     loaded = sys.modules.get("cel.cel")
     if loaded is not None:
         return loaded
+    with _ENGINE_LOCK:  # two threads' first checks must not initialise the extension twice
+        loaded = sys.modules.get("cel.cel")
+        return loaded if loaded is not None else _load_engine()
+
+
+def _load_engine() -> Any:
     path = _engine_file()
     if path is None:
         import cel
@@ -90,12 +100,8 @@ def engine() -> Any:
     spec = importlib.util.spec_from_file_location("cel.cel", path, loader=loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["cel.cel"] = module
-    try:
-        loader.exec_module(module)
-    except BaseException:
-        del sys.modules["cel.cel"]
-        raise
+    loader.exec_module(module)
+    sys.modules["cel.cel"] = module  # only once complete: engine()'s unlocked check may see it at once
     return module
 
 

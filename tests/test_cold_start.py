@@ -102,3 +102,20 @@ def test_the_engine_is_the_package_itself_when_the_package_was_imported_first() 
     code = "import cel\nfrom policyguard.cel import engine\nassert engine().compile is cel.compile\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_threads_that_check_at_once_share_one_engine() -> None:
+    """The first checks of several threads at once load the engine once (an extension cannot load twice)."""
+    code = (
+        "import threading\n"
+        "from policyguard.cel import compile_check\n"
+        "results = []\n"
+        "def work():\n"
+        "    results.append(compile_check('args.a < 2').holds({'args': {'a': 1}}))\n"
+        "threads = [threading.Thread(target=work) for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join(timeout=60) for t in threads]\n"
+        "assert results == [True] * 8, results\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
