@@ -11,6 +11,9 @@ import hashlib
 import json
 from typing import Any
 
+UNHASHABLE_ARGS = "unhashable"
+"""The ``args_sha256`` recorded for a call whose arguments have no canonical encoding (always blocked)."""
+
 
 def canonical_json(value: Any) -> str:
     """Encode ``value`` as canonical JSON (sorted keys, compact, UTF-8)."""

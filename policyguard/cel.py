@@ -41,12 +41,20 @@ args.amount <= 500``:
 We use ``cel``: ~20x faster, friendlier to JSON numbers, clearer messages.
 (``celpy`` is not a dependency; it was measured from a scratch install.) One
 wart: when a helper raises, the Rust engine also prints a line to stderr.
-The engine is imported inside functions so ``import policyguard`` stays light.
+The engine is imported inside functions so ``import policyguard`` stays light,
+and only the engine: :func:`engine` loads the package's compiled module without
+running ``cel/__init__.py``, which imports the package's command-line REPL
+(typer, rich, prompt_toolkit, pygments: ~0.2 s of a cold ``policyguard verify``).
 """
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 import re
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -61,6 +69,54 @@ _FACT_DOT = re.compile(r"(?<![\w.])facts\s*\.\s*([A-Za-z_]\w*)")
 _FACT_INDEX = re.compile(r"(?<![\w.])facts\s*\[\s*(?:\"([^\"]+)\"|'([^']+)')\s*\]")
 _BOUND = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_]\w*)\s*,")
+
+
+_ENGINE_LOCK = threading.Lock()
+
+
+def engine() -> Any:
+    """The ``cel`` package's compiled engine module (``cel.cel``: compile, Context, Program).
+
+    Loaded from its file and registered as ``cel.cel``, so a later ``import cel``
+    (which does ``from .cel import *``) reuses this one module rather than
+    initialising the extension twice. When the file cannot be found that way
+    (another packaging of ``cel``), ``import cel`` is used as it is.
+    """
+    loaded = sys.modules.get("cel.cel")
+    if loaded is not None:
+        return loaded
+    with _ENGINE_LOCK:  # two threads' first checks must not initialise the extension twice
+        loaded = sys.modules.get("cel.cel")
+        return loaded if loaded is not None else _load_engine()
+
+
+def _load_engine() -> Any:
+    path = _engine_file()
+    if path is None:
+        import cel
+
+        return cel
+    loader = importlib.machinery.ExtensionFileLoader("cel.cel", path)
+    spec = importlib.util.spec_from_file_location("cel.cel", path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules["cel.cel"] = module  # only once complete: engine()'s unlocked check may see it at once
+    return module
+
+
+def _engine_file() -> str | None:
+    if "cel" in sys.modules:  # the package is loaded already (with its engine): use it
+        return None
+    spec = importlib.util.find_spec("cel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            candidate = f"{folder}/cel{suffix}"
+            if os.path.isfile(candidate):
+                return candidate
+    return None
 
 
 class CelError(PolicyGuardError):
@@ -92,8 +148,7 @@ class Activation:
 
     def context(self) -> Any:
         if self._context is None:
-            import cel
-
+            cel = engine()
             now = self.variables.get("now")
             if isinstance(now, datetime) and now.tzinfo is None:
                 raise CelEvalError("now must be a timezone-aware datetime")
@@ -161,7 +216,7 @@ class CheckProgram:
 
 def compile_check(expression: str) -> CheckProgram:
     """Compile ``expression``; raises :class:`CelCompileError` with the engine's message."""
-    import cel
+    cel = engine()
 
     if not expression.strip():
         raise CelCompileError("empty CEL expression")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class CounterSnapshot(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     read_only: int = 0
     attempted_mutating: int = 0

@@ -54,11 +54,17 @@ user first") and the gate blocks.
 
 A trajectory in which two calls share an id, or one call has two results, is
 refused (:class:`~policyguard.messages.DuplicateCallId`), never paired by position.
+
+Each distinct result text is parsed once (:func:`read_result`, a bounded cache
+keyed by the exact text); the values it returns are shared and never mutated.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -67,7 +73,7 @@ from typing import Any, Protocol, runtime_checkable
 from .cel import CelError, CheckProgram, compile_check
 from .checklist import Checklist, FactSource, PrincipalSource
 from .limits import call_problem, value_problem
-from .messages import CallSite, HasToolResults, ToolCall, ToolResult
+from .messages import CallSite, HasToolResults, ToolCall, ToolResult, parse_result_text
 
 
 @runtime_checkable
@@ -202,7 +208,7 @@ def _principal_of(site: CallSite, source: PrincipalSource) -> tuple[str | None, 
         return None, "it has no result yet"
     if result.is_error:
         return None, "it failed"
-    parsed, problem = result.json_problem()
+    parsed, problem = read_result(result)
     if problem is not None:
         return None, f"its result is {problem}"
     value = parsed.get(source.field) if isinstance(parsed, dict) else None
@@ -276,7 +282,7 @@ def _resolve_one(
     if resolver is not None:
         out.resolver_reads += 1
         try:
-            value = resolver.resolve(name, source, dict(keys))
+            value = resolver.resolve(name, source, copy.deepcopy(keys))  # keys may hold shared parsed values
         except Exception as exc:  # an integrator's failure must not become a fact
             out.missing[name] = f"re-reading the {name} failed ({type(exc).__name__}: {exc})"
             return
@@ -347,7 +353,7 @@ def _readable(source: FactSource, keys: dict[str, Any], site: CallSite) -> tuple
         return None, f"the {tool} call has no result yet"
     if result.is_error:
         return None, f"the {tool} call failed ({_clip(result.content)})"
-    value, problem = result.json_problem()
+    value, problem = read_result(result)
     if problem is not None:
         return None, f"the {tool} result is {problem}"
     if not bound_record(source, keys, value):
@@ -402,7 +408,7 @@ def _collect_all(source: FactSource, keys: dict[str, Any], sites: list[CallSite]
         result = site.result
         if site.call.name not in tools or result is None or result.is_error or not _args_match(site.call, keys):
             continue
-        value, problem = result.json_problem()
+        value, problem = read_result(result)
         if problem is None:
             values.append(value)
     return values
@@ -421,7 +427,7 @@ def _collect_calls(source: FactSource, keys: dict[str, Any], sites: list[CallSit
         result = site.result
         parsed = None
         if result is not None and not result.is_error:
-            parsed = result.json_problem()[0]
+            parsed = read_result(result)[0]
         entries.append(
             {"args": dict(site.call.arguments), "result": parsed, "error": result is not None and result.is_error}
         )
@@ -459,3 +465,51 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
 @lru_cache(maxsize=1024)
 def _compiled(expression: str) -> CheckProgram:
     return compile_check(expression)
+
+
+PARSE_CACHE_CHARS = 4_000_000
+PARSE_CACHE_MAX_CHARS = 64_000
+
+
+def read_result(result: ToolResult) -> tuple[Any, str | None]:
+    """``result.json_problem()``, parsed once per distinct text and shared: callers must not mutate the value.
+
+    Every decision re-reads the results of a growing dialogue, and parsing plus
+    the limit walk was a third of the gate's time. The cache is keyed by the
+    result's exact text, so only an identical text can reuse a parse (a pure
+    function of it). It holds texts of at most ``PARSE_CACHE_MAX_CHARS`` and at
+    most ``PARSE_CACHE_CHARS`` in all, least recently used dropped first.
+    """
+    content = result.content
+    if len(content) > PARSE_CACHE_MAX_CHARS:
+        return parse_result_text(content)
+    return _PARSED.get(content)
+
+
+class _ParseCache:
+    """A thread-safe LRU of parsed result texts, bounded by their total length."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._used = 0
+        self._entries: OrderedDict[str, tuple[Any, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, content: str) -> tuple[Any, str | None]:
+        with self._lock:
+            found = self._entries.get(content)
+            if found is not None:
+                self._entries.move_to_end(content)
+                return found
+        parsed = parse_result_text(content)
+        with self._lock:
+            if content not in self._entries:
+                self._entries[content] = parsed
+                self._used += len(content)
+                while self._used > self._budget:
+                    dropped, _ = self._entries.popitem(last=False)
+                    self._used -= len(dropped)
+        return parsed
+
+
+_PARSED = _ParseCache(PARSE_CACHE_CHARS)

@@ -21,18 +21,22 @@ Read-only tools pass at once (stage ``read_only``); a tool the checklist does no
 name is judged as mutating here (the :class:`~policyguard.guard.Guard` blocks it
 before the gate unless the integrator opts in with ``unknown_tools="check"``).
 The gate holds only compiled programs and never mutates them, so one instance
-may serve many threads. Cost: ~0.35 ms per mutating call with three checks over
-a 41-message trajectory (2 shared cores), no model call.
+may serve many threads (its per-tool caches only ever gain entries, at most 1,024
+tool names). The CEL engine gets only the fact fields the tool's checks can read
+(:mod:`policyguard.factpaths`). Cost: ``benchmarks/bench_gate_replay.py`` times it
+on the airline replay's 397 decisions against the bare CEL programs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from .canonical import UNHASHABLE_ARGS
 from .cel import CHECK_VARIABLES, Activation, CelCompileError, CelEvalError, CheckProgram, compile_check
 from .checklist import Checklist, Requirement
-from .decision import Decision, RequirementResult
+from .decision import Decision, RequirementResult, Status
 from .errors import ChecklistError
+from .factpaths import Trie, paths_trie, prune_facts, read_paths
 from .facts import (
     FactsResult,
     StateResolver,
@@ -41,12 +45,13 @@ from .facts import (
     principal_missing,
     resolve_facts,
     resolve_principal,
-    successful_results,
 )
 from .limits import call_problem
-from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResultsView, Trajectory
+from .messages import DuplicateCallId, HasToolResults, ToolCall, ToolResult, ToolResultsView, Trajectory
 from .stages import CheckContext
 
+JudgedBy = Literal["gate", "verifier", "none"]
+_CACHED_TOOLS = 1024
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
 
 
@@ -127,6 +132,10 @@ class HardGate:
         self._resolver = resolver
         self._programs = programs
         self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
+        self._tries: dict[str, Trie | None] = {}
+        self._plans: dict[str, tuple[bool, list[Requirement]]] = {}
+        self._fact_lists: dict[str, list[str]] = {}
+        self._closures: dict[str, list[str]] = {}
 
     @property
     def checklist(self) -> Checklist:
@@ -134,12 +143,14 @@ class HardGate:
 
     def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         """Allow a read-only call, block on a missing fact or a failing check, else escalate."""
-        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none()}
+        known = context.extra.get("args_sha256")  # the guard hashed this call's arguments already
+        sha = known if isinstance(known, str) and known != UNHASHABLE_ARGS else call.args_sha256_or_none()
+        base: dict[str, Any] = {"call_id": call.id, "tool": call.name, "args_sha256": sha}
         checklist = self._checklist
-        if not checklist.is_mutating(call.name):
+        mutating, requirements = self._plan(call.name)
+        if not mutating:
             return Decision.allow(stage="read_only", **base)
 
-        requirements = checklist.requirements_for(call.name)
         problem = call_problem(call.arguments)  # the CEL engine converts args recursively: bound it first
         if problem is not None:
             return Decision.block(
@@ -176,50 +187,37 @@ class HardGate:
                 **base,
             )
 
+        successes: dict[str, list[ToolResult]] = {}  # non-error results by tool, in call order
+        for result in view.tool_results():
+            if not result.is_error:
+                successes.setdefault(result.call.name, []).append(result)
         results: list[RequirementResult] = []
         denials: list[str] = []
         errors: list[str] = []
-        variables = Activation(
-            {"args": call.arguments, "facts": facts.values, "principal": principal, "now": context.now}
-        )
+        trie = self._read_trie(call.name, requirements)
+        cel_facts = facts.values if trie is None else prune_facts(facts.values, trie)
+        variables = Activation({"args": call.arguments, "facts": cel_facts, "principal": principal, "now": context.now})
         for req in requirements:
             if req.check is None:
-                results.append(
-                    RequirementResult(
-                        id=req.id, status="UNVERIFIED", evidence="no deterministic check", judged_by="none"
-                    )
-                )
+                results.append(_result(req.id, "UNVERIFIED", "no deterministic check", judged_by="none"))
                 continue
             program = self._programs[req.id]
-            blocked = self._missing_reads(req, program, call, view, facts, principal)
+            blocked = self._missing_reads(req, program, call, view, facts, principal, successes)
             if blocked is not None:
                 evidence, message = blocked
-                results.append(RequirementResult(id=req.id, status="NOT_MET", evidence=evidence, judged_by="gate"))
+                results.append(_result(req.id, "NOT_MET", evidence))
                 denials.append(message)
                 continue
             try:
                 holds = program.holds(variables)
             except CelEvalError as exc:
-                results.append(
-                    RequirementResult(
-                        id=req.id,
-                        status="NOT_MET",
-                        evidence=f"check could not be evaluated (fail closed): {exc}",
-                        judged_by="gate",
-                    )
-                )
+                results.append(_result(req.id, "NOT_MET", f"check could not be evaluated (fail closed): {exc}"))
                 errors.append(f"{req.id}: {exc}")
                 continue
             if holds:
-                results.append(
-                    RequirementResult(id=req.id, status="MET", evidence=f"check holds: {req.check}", judged_by="gate")
-                )
+                results.append(_result(req.id, "MET", f"check holds: {req.check}"))
             else:
-                results.append(
-                    RequirementResult(
-                        id=req.id, status="NOT_MET", evidence=f"check is false: {req.check}", judged_by="gate"
-                    )
-                )
+                results.append(_result(req.id, "NOT_MET", f"check is false: {req.check}"))
                 denials.append(
                     f"This action is not allowed: {req.text.rstrip('.')} (requirement {req.id}). "
                     "Explain this to the user and do not retry the same call."
@@ -240,6 +238,38 @@ class HardGate:
             )
         return Decision.escalate(stage="gate", **fields)
 
+    def _plan(self, tool: str) -> tuple[bool, list[Requirement]]:
+        """Whether the tool is judged as mutating, and its requirements (cached for up to ``_CACHED_TOOLS`` names)."""
+        plan = self._plans.get(tool)
+        if plan is None:
+            plan = (self._checklist.is_mutating(tool), self._checklist.requirements_for(tool))
+            if len(self._plans) < _CACHED_TOOLS:  # unknown names are the caller's to choose: never grow without bound
+                self._plans[tool] = plan
+        return plan
+
+    def _read_trie(self, tool: str, requirements: list[Requirement]) -> Trie | None:
+        """The parts of the facts the tool's checks can read (None: all of them), computed once per tool."""
+        if tool in self._tries:
+            return self._tries[tool]
+        paths = [read_paths(self._programs[r.id].source) for r in requirements if r.check is not None]
+        trie = None if any(p is None for p in paths) else paths_trie(p for p in paths if p is not None)
+        if len(self._tries) < _CACHED_TOOLS:
+            self._tries[tool] = trie
+        return trie
+
+    def _sorted_facts(self, rid: str, program: CheckProgram) -> list[str]:
+        found = self._fact_lists.get(rid)
+        if found is None:
+            found = self._fact_lists[rid] = sorted(program.fact_names())
+        return found
+
+    def _closure(self, rid: str, program: CheckProgram) -> list[str]:
+        """The facts the check reads and those they are found through, sorted (computed once per requirement)."""
+        found = self._closures.get(rid)
+        if found is None:
+            found = self._closures[rid] = sorted(fact_closure(self._checklist, program.fact_names()))
+        return found
+
     def _missing_reads(
         self,
         req: Requirement,
@@ -248,12 +278,13 @@ class HardGate:
         trajectory: HasToolResults,
         facts: FactsResult,
         principal: str | None,
+        successes: dict[str, list[ToolResult]],
     ) -> tuple[str, str] | None:
         """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
         if principal is None and req.id in self._reads_principal:
             reason = principal_missing(self._checklist, trajectory)
             return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
-        for fact in sorted(program.fact_names()):
+        for fact in self._sorted_facts(req.id, program):
             if fact in facts.missing:
                 read = facts.reads.get(fact)
                 if read is not None and fact in facts.never_read:
@@ -263,22 +294,30 @@ class HardGate:
                 return f"missing fact {fact!r}: {facts.missing[fact]}", message
         if req.kind != "data":
             return None
-        closure = fact_closure(self._checklist, program.fact_names())
+        closure = self._closure(req.id, program)
         for tool in req.prerequisites:
-            keyed = [
-                facts.keys[f] for f in sorted(closure) if self._checklist.facts[f].tool == tool and f in facts.keys
-            ]
+            keyed = [facts.keys[f] for f in closure if self._checklist.facts[f].tool == tool and f in facts.keys]
             if keyed:
                 for keys in keyed:
-                    if next(successful_results(trajectory, tool, keys), None) is None:
+                    if not any(_answers(result, keys) for result in successes.get(tool, ())):
                         read = format_read(tool, keys)
                         return (
                             f"prerequisite read not made: {read}",
                             f"Read first: call {read} before {call.name}.",
                         )
-            elif next(successful_results(trajectory, tool), None) is None:
+            elif not successes.get(tool):
                 return f"prerequisite read not made: {tool}", f"Read first: call {tool} before {call.name}."
         return None
+
+
+def _answers(result: ToolResult, keys: dict[str, Any]) -> bool:
+    """Whether the result's call was made with these arguments (as :func:`~policyguard.facts.successful_results`)."""
+    arguments = result.call.arguments
+    return all(name in arguments and arguments[name] == value for name, value in keys.items())
+
+
+def _result(rid: str, status: Status, evidence: str, *, judged_by: JudgedBy = "gate") -> RequirementResult:
+    return RequirementResult(id=rid, status=status, evidence=evidence, judged_by=judged_by)
 
 
 def _unique(items: list[str]) -> list[str]:

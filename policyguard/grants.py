@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import PolicyGuardError
 from .messages import ToolCall
+from .purge import NoncePurger
 from .store import NonceStore
 
 ALGORITHM = "EdDSA"
@@ -155,7 +156,10 @@ class GrantVerifier:
         clock: Callable[[], float] = time.time,
         leeway_s: int = 0,
         issuer: str = "policyguard",
+        purger: NoncePurger | None = None,
     ) -> None:
+        """``purger`` forgets expired nonces now and then (default: a :class:`~policyguard.purge.NoncePurger`
+        on ``nonces`` with this clock)."""
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
         from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
@@ -168,6 +172,7 @@ class GrantVerifier:
         self.leeway_s = leeway_s
         self.issuer = issuer
         self._clock = clock
+        self.purger = purger if purger is not None else NoncePurger(nonces, clock=clock)
 
     def decode(self, token: str) -> GrantClaims:
         """Check the signature (EdDSA only) and the claim shape; nothing else."""
@@ -216,6 +221,7 @@ class GrantVerifier:
         _check_bindings(claims, call, principal=principal, resource=resource)
         if not self.nonces.consume(claims.nonce, float(claims.exp + self.leeway_s)):
             raise GrantError("replayed", f"grant nonce {claims.nonce} was already used")
+        self.purger.tick()
         if self.nonces.is_denied(call.id):
             raise GrantError("denied", f"a deny is recorded for call {call.id}")
         return claims

@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .canonical import UNHASHABLE_ARGS
 from .checklist import Checklist, load_checklist
 from .counters import Counters, CounterSnapshot
 from .decision import Decision, RequirementResult, Usage
@@ -55,9 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .approvalqueue import ApprovalQueue, ApprovalRequest
     from .grants import GrantIssuer
     from .store import NonceStore
-
-UNHASHABLE_ARGS = "unhashable"
-"""The ``args_sha256`` recorded for a call whose arguments have no canonical encoding (always blocked)."""
 
 NO_VERIFIER_MESSAGE = (
     "This action needs a policy check that could not be run, so it was not performed. "
@@ -265,6 +263,7 @@ class Guard:
         """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
         self.trace.emit("submit", **ids)
         context = self.context()
+        context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the gate reuses it
         return context, self._first_stage(call, trajectory, context, ids)
 
     def _refusal(self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any]) -> Decision | None:

@@ -96,12 +96,17 @@ class ToolResult(BaseModel):
 
     def json_problem(self) -> tuple[Any, str | None]:
         """``(value, None)`` for a readable result, else ``(None, why it is not JSON data)``."""
-        try:
-            return loads_json(self.content), None
-        except LimitError as exc:
-            return None, f"over a limit ({exc})"
-        except (TypeError, ValueError, RecursionError):
-            return None, "not JSON"
+        return parse_result_text(self.content)
+
+
+def parse_result_text(content: str) -> tuple[Any, str | None]:
+    """``(value, None)`` for a tool result text that is JSON data within the limits, else ``(None, why not)``."""
+    try:
+        return loads_json(content), None
+    except LimitError as exc:
+        return None, f"over a limit ({exc})"
+    except (TypeError, ValueError, RecursionError):
+        return None, "not JSON"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +145,8 @@ class Trajectory(BaseModel):
                 call, order = calls[message.tool_call_id]
                 if call.id in answers:
                     raise DuplicateCallId(call.id, "has two results")
-                # the parts were validated when the messages were built
-                answers[call.id] = ToolResult.model_construct(
+                # validated: pydantic's model_construct is slower than its validator for a model this small
+                answers[call.id] = ToolResult(
                     call=call, content=message.content or "", is_error=message.is_error, index=index, order=order
                 )
         return [CallSite(call, order, answers.get(call_id)) for call_id, (call, order) in calls.items()]

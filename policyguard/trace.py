@@ -8,6 +8,17 @@ time: share the :class:`Trace` object rather than open one file twice. The
 format is documented in ``docs/trace-format.md`` and checked by
 ``policyguard/inv1.py``; the field ``v`` carries the format version so other
 systems can emit compatible traces.
+
+Memory and disk: an in-memory trace (no path, the :class:`~policyguard.guard.Guard`
+default) keeps only the last :data:`DEFAULT_KEEP` events, so a long-running
+guard does not grow; pass ``keep=True`` to keep every event (a complete INV-1
+audit of an in-memory run needs them all) or ``keep=N`` for the last N. A trace
+FILE keeps nothing in memory and grows by one line per event (about 0.3-0.6 KB;
+a guarded call writes 2-4 events) for as long as it is written: it is never
+rotated or truncated by this class. Rotate it from outside with a copy-and-
+truncate rotation (``logrotate copytruncate``): the file is opened in append
+mode, so writes after a truncation start the new file, and ``t`` goes on
+increasing in memory.
 """
 
 from __future__ import annotations
@@ -16,19 +27,37 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, TextIO
 
 TRACE_FORMAT = "policyguard.trace/1"
+DEFAULT_KEEP = 1000
+"""Events an in-memory trace keeps by default (the newest); older ones are dropped."""
 
 
 class Trace:
-    """Appends events to a JSONL file (or keeps them in memory when ``path`` is None)."""
+    """Appends events to a JSONL file, or keeps the newest in memory when ``path`` is None.
 
-    def __init__(self, path: str | Path | None = None, *, keep: bool | None = None) -> None:
+    ``keep``: ``None`` (default) keeps the last :data:`DEFAULT_KEEP` events in
+    memory without a path and none with one; ``True`` every event; ``False``
+    none; an int N the last N.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, keep: bool | int | None = None) -> None:
         self.path = Path(path) if path is not None else None
-        self._keep = keep if keep is not None else path is None
-        self.events: list[dict[str, Any]] = []
+        if keep is None:
+            keep = DEFAULT_KEEP if path is None else False
+        if isinstance(keep, bool):
+            limit: int | None = None if keep else 0
+        elif isinstance(keep, int) and keep >= 0:
+            limit = keep
+        else:
+            raise ValueError(f"keep must be True, False, None or a count >= 0, got {keep!r}")
+        self.keep_limit = limit
+        """How many events are kept in memory (None: all)."""
+        self._keep = limit != 0
+        self._events: deque[dict[str, Any]] = deque(maxlen=limit)
         self._lock = threading.Lock()
         self._clock = 0
         self._file: TextIO | None = None
@@ -46,8 +75,14 @@ class Trace:
                 self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
                 self._file.flush()
             if self._keep:
-                self.events.append(record)
+                self._events.append(record)
             return record
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The events kept in memory, oldest first (a copy; see ``keep``)."""
+        with self._lock:
+            return list(self._events)
 
     def sync(self) -> None:
         """Flush to disk and fsync (for callers that need durability)."""

@@ -39,7 +39,7 @@ class VerdictParseError(PolicyGuardError):
 class RequirementJudgement(BaseModel):
     """One requirement as judged: status, evidence in words, and the indexes of the messages it rests on."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str
     status: JudgedStatus
@@ -57,7 +57,7 @@ class RequirementJudgement(BaseModel):
 class VerifierOutput(BaseModel):
     """What the verifier model must return."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     requirements: list[RequirementJudgement]
     verdict: Verdict

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class ToolOutcome(BaseModel):
     """What happened to one call: the text for the model, and the decision behind it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     call_id: str
     tool: str

@@ -59,7 +59,10 @@ class RequestTrace(Trace):
         self._base = base
         self._fields = {k: v for k, v in fields.items() if v is not None}
         self.path = base.path
-        self.events = base.events
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self._base.events
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         return self._base.emit(event, **{**self._fields, **fields})

@@ -8,12 +8,33 @@
 * :mod:`.metrics` / :mod:`.report` - pass^k, PV/Mut, per-call confusion, plots;
 * :mod:`.labels` - PV/Mut task labels and the per-call ground truth.
 
-Nothing here imports tau2 (or litellm) at import time.
+Nothing here imports tau2 (or litellm) at import time, and the names below
+load their modules on first access (the CLI parser reads ``guarding.CONFIGS``
+without loading the labels).
 """
 
 from __future__ import annotations
 
-from .guarding import CONFIGS, build_guard
-from .labels import CALL_TRUTH_RULE, LABEL_RULE, POLICY_CONTRADICTING_GOLD
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .guarding import CONFIGS, build_guard
+    from .labels import CALL_TRUTH_RULE, LABEL_RULE, POLICY_CONTRADICTING_GOLD
+
+_HOMES = {
+    "CONFIGS": "guarding",
+    "build_guard": "guarding",
+    "CALL_TRUTH_RULE": "labels",
+    "LABEL_RULE": "labels",
+    "POLICY_CONTRADICTING_GOLD": "labels",
+}
 
 __all__ = ["CALL_TRUTH_RULE", "CONFIGS", "LABEL_RULE", "POLICY_CONTRADICTING_GOLD", "build_guard"]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
