@@ -25,11 +25,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import jws
 from .errors import PolicyGuardError
 from .messages import ToolCall
 from .store import NonceStore
 
-ALGORITHM = "EdDSA"
+ALGORITHM = jws.ALGORITHM
 
 
 class GrantError(PolicyGuardError):
@@ -85,13 +86,7 @@ class GrantIssuer:
         issuer: str = "policyguard",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-        key = load_pem_private_key(private_key_pem, password=None)
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ValueError("the grant key must be an Ed25519 private key")
-        self._key = key
+        self._sign = jws.signer(private_key_pem)
         self.ttl_s = ttl_s
         self.issuer = issuer
         self._clock = clock
@@ -104,17 +99,20 @@ class GrantIssuer:
         resource: str | None,
         policy_version: str,
         ceilings: dict[str, float] | None = None,
+        args_sha256: str | None = None,
     ) -> str:
-        """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds, usable once."""
-        import jwt
+        """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds, usable once.
 
+        ``args_sha256``: the call's argument hash when the caller already has it
+        (it must be ``call.args_sha256``; hashing once per call is the point).
+        """
         now = int(self._clock())
         claims = GrantClaims(
             call_id=call.id,
             principal=principal,
             tool=call.name,
             resource=resource,
-            args_sha256=call.args_sha256,
+            args_sha256=call.args_sha256 if args_sha256 is None else args_sha256,
             ceilings=dict(ceilings or {}),
             policy_version=policy_version,
             iat=now,
@@ -122,7 +120,7 @@ class GrantIssuer:
             nonce=secrets.token_hex(16),
             iss=self.issuer,
         )
-        return jwt.encode(claims.model_dump(), self._key, algorithm=ALGORITHM)
+        return jws.encode(claims.model_dump(), self._sign)
 
 
 class GrantVerifier:
@@ -138,13 +136,7 @@ class GrantVerifier:
         leeway_s: int = 0,
         issuer: str = "policyguard",
     ) -> None:
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-        from cryptography.hazmat.primitives.serialization import load_pem_public_key
-
-        key = load_pem_public_key(public_key_pem)
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError("the grant key must be an Ed25519 public key")
-        self._key = key
+        self._verify = jws.verifier(public_key_pem)
         self.nonces = nonces
         self.current_policy_version = current_policy_version
         self.leeway_s = leeway_s
@@ -153,36 +145,30 @@ class GrantVerifier:
 
     def decode(self, token: str) -> GrantClaims:
         """Check the signature (EdDSA only) and the claim shape; nothing else."""
-        import jwt
-
         try:
-            payload = jwt.decode(
-                token,
-                self._key,
-                algorithms=[ALGORITHM],
-                options={
-                    "verify_signature": True,
-                    "verify_exp": False,  # checked below against our clock
-                    "verify_iat": False,
-                    "verify_nbf": False,
-                    "verify_aud": False,
-                    "verify_iss": False,
-                },
-            )
-        except (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError, jwt.InvalidKeyError) as exc:
-            raise GrantError("signature", str(exc)) from exc
-        except jwt.PyJWTError as exc:
-            raise GrantError("malformed", str(exc)) from exc
+            payload = jws.decode(token, self._verify)
+        except jws.JWSError as exc:
+            raise GrantError(exc.reason, str(exc)) from exc
         try:
             return GrantClaims.model_validate(payload)
         except ValidationError as exc:
             raise GrantError("malformed", str(exc.errors()[0]["msg"])) from exc
 
-    def verify(self, token: str, call: ToolCall, *, principal: str | None, resource: str | None) -> GrantClaims:
-        """Return the grant's claims if it authorises exactly this call now; consume it.
+    def check(
+        self,
+        token: str,
+        call: ToolCall,
+        *,
+        principal: str | None,
+        resource: str | None,
+        args_sha256: str | None = None,
+    ) -> GrantClaims:
+        """Everything :meth:`verify` checks except the shared state: the grant is not spent.
 
-        Raises :class:`GrantError`; a failing nonce store raises
-        :class:`policyguard.store.LedgerUnavailable` (inconclusive, never allow).
+        The caller must then spend the nonce and read the deny record, in this
+        order, before the call may run (:meth:`spend`, or a store's combined
+        :class:`policyguard.store.SpendAndClaim`). ``args_sha256``: the call's
+        argument hash when the caller already computed it from ``call``.
         """
         if not isinstance(token, str) or not token:
             raise GrantError("malformed", "no grant")
@@ -195,21 +181,49 @@ class GrantVerifier:
         now = self._clock()
         if now >= claims.exp + self.leeway_s:
             raise GrantError("expired", f"expired at {claims.exp}, now {now:.0f}")
-        _check_bindings(claims, call, principal=principal, resource=resource)
-        if not self.nonces.consume(claims.nonce, float(claims.exp + self.leeway_s)):
+        sha = call.args_sha256 if args_sha256 is None else args_sha256
+        _check_bindings(claims, call, sha, principal=principal, resource=resource)
+        return claims
+
+    def nonce_expiry(self, claims: GrantClaims) -> float:
+        """Until when a spent nonce must be remembered: after that the grant fails as expired anyway."""
+        return float(claims.exp + self.leeway_s)
+
+    def spend(self, claims: GrantClaims, call_id: str) -> None:
+        """Consume the grant's nonce, then read the deny record for ``call_id``; GrantError if either refuses."""
+        if not self.nonces.consume(claims.nonce, self.nonce_expiry(claims)):
             raise GrantError("replayed", f"grant nonce {claims.nonce} was already used")
-        if self.nonces.is_denied(call.id):
-            raise GrantError("denied", f"a deny is recorded for call {call.id}")
+        if self.nonces.is_denied(call_id):
+            raise GrantError("denied", f"a deny is recorded for call {call_id}")
+
+    def verify(
+        self,
+        token: str,
+        call: ToolCall,
+        *,
+        principal: str | None,
+        resource: str | None,
+        args_sha256: str | None = None,
+    ) -> GrantClaims:
+        """Return the grant's claims if it authorises exactly this call now; consume it.
+
+        Raises :class:`GrantError`; a failing nonce store raises
+        :class:`policyguard.store.LedgerUnavailable` (inconclusive, never allow).
+        """
+        claims = self.check(token, call, principal=principal, resource=resource, args_sha256=args_sha256)
+        self.spend(claims, call.id)
         return claims
 
 
-def _check_bindings(claims: GrantClaims, call: ToolCall, *, principal: str | None, resource: str | None) -> None:
+def _check_bindings(
+    claims: GrantClaims, call: ToolCall, sha: str, *, principal: str | None, resource: str | None
+) -> None:
     expected: dict[str, Any] = {
         "call_id": call.id,
         "tool": call.name,
         "principal": principal,
         "resource": resource,
-        "args_sha256": call.args_sha256,
+        "args_sha256": sha,
     }
     for field, actual in expected.items():
         granted = getattr(claims, field)
