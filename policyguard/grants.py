@@ -21,7 +21,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -192,9 +192,16 @@ class GrantVerifier:
     def spend(self, claims: GrantClaims, call_id: str) -> None:
         """Consume the grant's nonce, then read the deny record for ``call_id``; GrantError if either refuses."""
         if not self.nonces.consume(claims.nonce, self.nonce_expiry(claims)):
-            raise GrantError("replayed", f"grant nonce {claims.nonce} was already used")
+            raise self.refusal("replayed", claims, call_id)
         if self.nonces.is_denied(call_id):
-            raise GrantError("denied", f"a deny is recorded for call {call_id}")
+            raise self.refusal("denied", claims, call_id)
+
+    @staticmethod
+    def refusal(outcome: Literal["replayed", "denied"], claims: GrantClaims, call_id: str) -> GrantError:
+        """The error for a grant whose nonce was already spent, or whose call has a deny recorded."""
+        if outcome == "replayed":
+            return GrantError("replayed", f"grant nonce {claims.nonce} was already used")
+        return GrantError("denied", f"a deny is recorded for call {call_id}")
 
     def verify(
         self,

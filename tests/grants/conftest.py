@@ -108,9 +108,25 @@ def keys() -> tuple[bytes, bytes]:
     return _KEYS
 
 
-@pytest.fixture
-def rig() -> Iterator[Rig]:
-    store = SQLiteStore()
+class SeparateCallsStore(SQLiteStore):
+    """A store without the optional SpendAndClaim capability: the executor's fallback path."""
+
+    spend_and_claim = None  # type: ignore[assignment]
+
+
+def open_store(kind: str, tmp_path: Path) -> SQLiteStore:
+    """``memory``; ``group``: a file with group commit; ``separate``: no combined spend-and-claim."""
+    if kind == "memory":
+        return SQLiteStore()
+    if kind == "group":
+        return SQLiteStore(str(tmp_path / "group.db"), synchronous="NORMAL", group_commit=True)
+    return SeparateCallsStore(str(tmp_path / "separate.db"), synchronous="NORMAL")
+
+
+@pytest.fixture(params=["memory", "group", "separate"])
+def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
+    """Every grant and executor rule holds on each store path: one transaction, group commit, separate calls."""
+    store = open_store(request.param, tmp_path)
     yield make_rig(store)
     store.close()
 

@@ -11,10 +11,10 @@ import pytest
 from policyguard.store import SCHEMA_VERSION, Ledger, LedgerUnavailable, NonceStore, SQLiteStore
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "group-commit"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> SQLiteStore:
     path = ":memory:" if request.param == "memory" else str(tmp_path / "s.db")
-    s = SQLiteStore(path)
+    s = SQLiteStore(path, group_commit=request.param == "group-commit")
     request.addfinalizer(s.close)
     return s
 
