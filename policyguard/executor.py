@@ -39,11 +39,10 @@ returned. A refusal emits neither; the caller records the deny.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -52,7 +51,7 @@ from .checklist import Checklist, EffectSpec
 from .effects import amount_of
 from .errors import ConfigError
 from .grants import GrantClaims, GrantError, GrantVerifier
-from .limits import call_problem
+from .limits import checked_copy
 from .messages import ToolCall
 from .store import EffectClaim, EffectRequest, Ledger, LedgerUnavailable, SpendAndClaim
 from .trace import Trace
@@ -113,6 +112,7 @@ class GuardedExecutor:
         if unknown:
             raise ConfigError(f"effects= declares {unknown[0]!r}, which is not a registered tool")
         self.effects: dict[str, EffectSpec | None] = {name: self._classify(name) for name in self.tools}
+        self._capable_of: tuple[object, bool] = (None, False)
 
     def _classify(self, name: str) -> EffectSpec | None:
         """The tool's money effect, or None; ConfigError when unknown, malformed or without a ledger."""
@@ -144,15 +144,12 @@ class GuardedExecutor:
         tool = self.tools.get(call.name)
         if tool is None:
             return _refuse("unknown_tool", f"no tool {call.name!r} is registered with the executor")
-        problem = call_problem(call.arguments)  # before the copy: deep input must not crash it
-        if problem is not None:
-            return _refuse("bad_arguments", f"{call.name}: {problem}")
         # Verify and run a private copy: arguments changed elsewhere after the grant check
         # must not reach the tool (INV-1's argument-mutation fault).
-        call = ToolCall(id=call.id, name=call.name, arguments=copy.deepcopy(call.arguments))
-        problem = call_problem(call.arguments)
-        if problem is not None:
+        arguments, problem = checked_copy(call.arguments)
+        if arguments is None:
             return _refuse("bad_arguments", f"{call.name}: {problem}")
+        call = ToolCall.model_construct(id=call.id, name=call.name, arguments=arguments)
         if call.name not in self.effects:  # registered after construction: same rules, refused if unclear
             try:
                 self.effects[call.name] = self._classify(call.name)
@@ -223,8 +220,12 @@ class GuardedExecutor:
         claim, or None when no effect was asked for.
         """
         nonces = self.verifier.nonces
-        if isinstance(nonces, SpendAndClaim) and (effect is None or nonces is self.ledger):
-            spent = nonces.spend_and_claim(claims.nonce, self.verifier.nonce_expiry(claims), call_id, effect)
+        if nonces is not self._capable_of[0]:  # a runtime Protocol check costs microseconds: once per store
+            self._capable_of = (nonces, isinstance(nonces, SpendAndClaim))
+        if self._capable_of[1] and (effect is None or nonces is self.ledger):
+            spent = cast(SpendAndClaim, nonces).spend_and_claim(
+                claims.nonce, self.verifier.nonce_expiry(claims), call_id, effect
+            )
             if spent.outcome != "spent":
                 raise self.verifier.refusal(spent.outcome, claims, call_id)
             return spent.claim

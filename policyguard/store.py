@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -393,9 +393,12 @@ class SQLiteStore:
         def op(conn: sqlite3.Connection) -> Spent:
             if not _consume(conn, nonce, expires_at):
                 return Spent(outcome="replayed")
-            if _is_denied(conn, call_id):
+            if effect is None:
+                return Spent(outcome="denied") if _is_denied(conn, call_id) else Spent(outcome="spent")
+            state = _claim_state(conn, effect, call_id)
+            if state[-1]:
                 return Spent(outcome="denied")
-            return Spent(outcome="spent", claim=None if effect is None else self._claim(conn, effect))
+            return Spent(outcome="spent", claim=self._claim(conn, effect, state))
 
         return self._write(op)
 
@@ -431,28 +434,21 @@ class SQLiteStore:
             args_sha256=args_sha256,
             enforce_captured=enforce_captured,
         )
-        return self._write(lambda conn: self._claim(conn, request))
+        return self._write(lambda conn: self._claim(conn, request, _claim_state(conn, request, None)))
 
-    def _claim(self, conn: sqlite3.Connection, effect: EffectRequest) -> EffectClaim:
-        existing = conn.execute(
-            f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE idempotency_key = ?", (effect.idempotency_key,)
-        ).fetchone()
-        if existing is not None:
-            return EffectClaim(created=False, record=_record(existing))
+    def _claim(self, conn: sqlite3.Connection, effect: EffectRequest, state: tuple[Any, ...]) -> EffectClaim:
+        """Claim ``effect`` given its :func:`_claim_state` read in this same transaction."""
+        if state[0] is not None:
+            return EffectClaim(created=False, record=_record(state[: len(_EFFECT_NAMES)]))
         if effect.enforce_captured:
-            row = conn.execute(
-                "SELECT c.amount, COALESCE(k.amount, 0) FROM captures c "
-                "LEFT JOIN claimed k ON k.transaction_id = c.transaction_id WHERE c.transaction_id = ?",
-                (effect.transaction_id,),
-            ).fetchone()
-            if row is None:
+            captured, spent = state[len(_EFFECT_NAMES)], state[len(_EFFECT_NAMES) + 1]
+            if captured is None:
                 return EffectClaim(created=False, record=None, refusal="captured amount unknown")
-            spent = row[1]
-            if spent + effect.amount > row[0] + 1e-9:
+            if spent + effect.amount > captured + 1e-9:
                 return EffectClaim(
                     created=False,
                     record=None,
-                    refusal=f"would exceed captured: {spent:g} already + {effect.amount:g} > {row[0]:g}",
+                    refusal=f"would exceed captured: {spent:g} already + {effect.amount:g} > {captured:g}",
                 )
         now = float(self._clock())
         conn.execute(
@@ -555,6 +551,24 @@ def _consume(conn: sqlite3.Connection, nonce: str, expires_at: float) -> bool:
         "INSERT INTO nonces (nonce, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (nonce, expires_at)
     )
     return cursor.rowcount == 1
+
+
+_CLAIM_STATE = (
+    f"SELECT {', '.join('e.' + name for name in _EFFECT_NAMES)}, c.amount, COALESCE(k.amount, 0), "
+    "EXISTS (SELECT 1 FROM denials d WHERE d.call_id = q.call_id) "
+    "FROM (SELECT ? AS key, ? AS tx, ? AS call_id) q "
+    "LEFT JOIN effects e ON e.idempotency_key = q.key "
+    "LEFT JOIN captures c ON c.transaction_id = q.tx "
+    "LEFT JOIN claimed k ON k.transaction_id = q.tx"
+)
+
+
+def _claim_state(conn: sqlite3.Connection, effect: EffectRequest, call_id: str | None) -> tuple[Any, ...]:
+    """In one statement: the key's existing effect (or NULLs), the captured and claimed sums, whether denied."""
+    row: tuple[Any, ...] = conn.execute(
+        _CLAIM_STATE, (effect.idempotency_key, effect.transaction_id, call_id)
+    ).fetchone()
+    return row
 
 
 def _is_denied(conn: sqlite3.Connection, call_id: str) -> bool:
