@@ -36,8 +36,6 @@ from .errors import PolicyGuardError
 ALGORITHM = "EdDSA"
 MAX_TOKEN_CHARS = 16_384
 """A grant is a few hundred characters; a longer token is refused before any work."""
-MAX_DEPTH = 8
-"""A grant's claims nest two levels (``ceilings``); deeper JSON is not a grant."""
 
 Backend = Literal["pynacl", "cryptography"]
 
@@ -165,13 +163,11 @@ def _segment(segment: bytes, name: str) -> bytes:
 
 
 def _json_object(data: bytes, name: str) -> dict[str, Any]:
-    """Strict JSON (no NaN or Infinity); the size is bounded by MAX_TOKEN_CHARS, the nesting here."""
+    """Strict JSON: no NaN or Infinity; size bounded by MAX_TOKEN_CHARS, nesting by the recursion limit."""
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=_not_a_number, parse_float=_finite)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise JWSError("malformed", f"the {name} is not JSON: {exc}") from None
-    if _deeper_than(value, MAX_DEPTH):
-        raise JWSError("malformed", f"the {name} is nested deeper than {MAX_DEPTH} levels")
     if not isinstance(value, dict):
         raise JWSError("malformed", f"the {name} is not a JSON object")
     return value
@@ -186,17 +182,6 @@ def _finite(text: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{text} is not a finite number")
     return number
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= limit:
-                return True
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return False
 
 
 def _check_header(header: dict[str, Any]) -> None:

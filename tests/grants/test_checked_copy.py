@@ -48,6 +48,7 @@ def test_refuses_exactly_what_call_problem_refuses_with_the_same_reason(argument
 
 DEPTHS = [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1]
 
+
 def test_the_depth_limit_is_call_problems_for_full_and_empty_leaves() -> None:
     for depth in DEPTHS:
         for leaf in (1, {}, [], "x"):

@@ -121,11 +121,19 @@ def test_a_signed_payload_that_is_not_a_strict_json_object_is_malformed(payload:
     assert _reason(_token({"alg": "EdDSA", "typ": "JWT"}, payload)) == "malformed"
 
 
-def test_a_payload_nested_deeper_than_a_grant_ever_is_is_malformed() -> None:
+def test_a_payload_nested_past_the_recursion_limit_is_malformed_not_a_crash() -> None:
+    assert _reason(_token({"alg": "EdDSA"}, b"[" * 6000 + b"]" * 6000)) == "malformed"
+
+
+def test_signed_claims_of_the_wrong_shape_are_a_malformed_grant() -> None:
     deep: Any = 1
     for _ in range(20):
         deep = {"x": deep}
-    assert _reason(_token({"alg": "EdDSA"}, {"deep": deep})) == "malformed"
+    token = _token({"alg": "EdDSA"}, {"ceilings": deep})
+    verifier = GrantVerifier(KEYS[1], nonces=SQLiteStore(), current_policy_version=lambda: "v1")
+    with pytest.raises(GrantError) as info:
+        verifier.decode(token)
+    assert info.value.reason == "malformed"
 
 
 def test_non_canonical_padded_or_foreign_base64_is_malformed() -> None:
