@@ -2,30 +2,34 @@
 
 A durable commit costs an fsync (0.1-4 ms on the disks measured here), and
 SQLite takes one write transaction at a time, so concurrent callers that each
-commit on their own queue behind each other's fsyncs. Databases solve this by
-letting one flush cover every transaction that was waiting: that is what
-:class:`GroupCommitter` does for :class:`policyguard.store.SQLiteStore`.
+commit on their own queue behind each other's fsyncs (and, past the busy
+timeout, fail). Databases solve this by letting one flush cover every
+transaction that was waiting: that is what :class:`GroupCommitter` does for
+:class:`policyguard.store.SQLiteStore`.
 
-Each write is a function of a connection (``op(conn) -> result``). The caller
-queues it and waits; one committer thread takes everything queued, runs it in
-one ``BEGIN IMMEDIATE`` transaction on its own connection, in arrival order,
-and answers every caller only after ``COMMIT`` returned. So a caller never sees
-the result of a write that is not yet durable (with ``synchronous=FULL``):
-the claim is on disk before the tool runs, exactly as without batching.
+Each write is a function of a connection (``op(conn) -> result``). Callers
+queue their ops; the caller at the head of the queue is the *leader*: it takes
+everything queued (its own op first), runs it in one ``BEGIN IMMEDIATE``
+transaction on the shared connection, in arrival order, commits, answers the
+others and hands the lead to the next caller in the queue (LevelDB's writer
+queue). A lone caller therefore commits on its own thread with no hand-off; under
+load, one fsync covers the whole queue. No caller is answered before the
+``COMMIT`` of its batch returned, so with ``synchronous=FULL`` a claim is on
+disk before the tool runs, exactly as without batching.
 
-Failure semantics (fail closed, no caller is answered with undurable data):
+Failure semantics (fail closed; no caller is answered with data that is not durable):
 
 - an op raises inside the batch: the batch is rolled back, then each of its
   ops runs again in a transaction of its own, so only the failing caller gets
   the error and the others their normal result. Every op reads the state it
-  decides on inside its transaction, so running it again is the same decision
-  it would have made alone;
+  decides on inside its transaction, so running it again makes the decision it
+  would have made alone;
 - ``BEGIN`` or ``COMMIT`` fails: every caller of the batch gets the error
   (:class:`policyguard.store.LedgerUnavailable` from the store): inconclusive;
-- no answer within ``wait_s``: the caller gets the error. An op still queued
-  is withdrawn (nothing was written); one already running may still commit, and
-  what it wrote is what a crash would leave (a spent nonce, a pending claim),
-  both of which refuse rather than allow;
+- no answer within ``wait_s``: the caller gets the error. An op still queued is
+  withdrawn (nothing was written); one already taken may still commit, and what
+  it wrote is what a crash would leave (a spent nonce, a pending claim), both of
+  which refuse rather than allow;
 - the process dies mid-batch: nothing of the batch was acknowledged, and SQLite
   keeps the transaction all or nothing.
 """
@@ -35,31 +39,33 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-_QUEUED, _TAKEN, _WITHDRAWN = 0, 1, 2
+_QUEUED, _TAKEN, _DONE = 0, 1, 2
 
 
 class _Pending:
-    __slots__ = ("op", "done", "result", "error", "state")
+    __slots__ = ("op", "wake", "result", "error", "state")
 
-    def __init__(self, op: Callable[[sqlite3.Connection], Any]) -> None:
+    def __init__(self, op: Callable[[sqlite3.Connection], Any], lock: threading.Lock) -> None:
         self.op = op
-        self.done = threading.Event()
+        self.wake = threading.Condition(lock)
         self.result: Any = None
         self.error: BaseException | None = None
         self.state = _QUEUED
 
 
 class GroupCommitter:
-    """Runs queued write operations of many threads in shared transactions, one COMMIT per batch.
+    """Runs the queued write operations of many threads in shared transactions, one COMMIT per batch.
 
-    ``connect`` opens the committer's own connection (with the store's
-    pragmas); ``unavailable(message)`` builds the error callers get when the
-    database cannot be written. ``max_batch`` bounds a transaction's size.
+    ``connect`` opens the shared connection (with the store's pragmas);
+    ``unavailable(message)`` builds the error callers get when the database
+    cannot be written. ``max_batch`` bounds a transaction's size.
     """
 
     def __init__(
@@ -74,11 +80,11 @@ class GroupCommitter:
         self._unavailable = unavailable
         self.wait_s = wait_s
         self.max_batch = max_batch
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: list[_Pending] = []
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._queue: deque[_Pending] = deque()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._leading = False
         self._pid = os.getpid()
         self.batches = 0
         self.operations = 0
@@ -87,61 +93,69 @@ class GroupCommitter:
         """Queue ``op``, wait until the batch holding it committed, and return its result (or raise its error)."""
         if os.getpid() != self._pid:
             raise self._unavailable("this store was opened before a fork; open a new store in this process")
-        item = _Pending(op)
-        with self._cond:
+        item = _Pending(op, self._lock)
+        deadline = time.monotonic() + self.wait_s
+        with self._lock:
             if self._closed:
                 raise self._unavailable("the store is closed")
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="policyguard-group-commit", daemon=True)
-                self._thread.start()
             self._queue.append(item)
-            self._cond.notify()
-        if not item.done.wait(self.wait_s):
-            with self._cond:
-                if item.state == _QUEUED:
-                    item.state = _WITHDRAWN
-                    raise self._unavailable(f"no commit within {self.wait_s:g} s; the write was withdrawn")
-            raise self._unavailable(f"no commit within {self.wait_s:g} s; whether the write landed is unknown")
+            while item.state != _DONE and (self._leading or self._queue[0] is not item):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return self._give_up(item)
+                item.wake.wait(left)
+            if item.state != _DONE:  # at the head of the queue and nobody leads: lead a batch
+                self._leading = True
+                batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+                for pending in batch:
+                    pending.state = _TAKEN
+        if item.state != _DONE:
+            self._lead(batch)
         if item.error is not None:
             raise item.error
         result: T = item.result
         return result
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Commit what is queued, stop the committer thread and close its connection."""
-        with self._cond:
+    def close(self) -> None:
+        """Refuse new writes and close the shared connection once no batch is running."""
+        with self._lock:
             self._closed = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
+            if self._leading or self._queue:  # the last leader closes the connection when the queue drains
+                return
+            self._drop_connection()
 
-    # -- the committer thread -------------------------------------------------
+    # -- leading a batch ------------------------------------------------------
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    break
-                batch = [item for item in self._queue[: self.max_batch] if item.state == _QUEUED]
-                del self._queue[: self.max_batch]
-                for item in batch:
-                    item.state = _TAKEN
-            try:
-                self._commit(batch)
-            except BaseException as exc:  # never leave a caller waiting on a dead thread
-                for item in batch:
-                    if not item.done.is_set():
-                        item.error = self._unavailable(f"the committer failed: {type(exc).__name__}: {exc}")
-                        item.done.set()
-                self._drop_connection()
-        self._drop_connection()
+    def _lead(self, batch: list[_Pending]) -> None:
+        try:
+            self._commit(batch)
+        except BaseException as exc:  # never leave a follower waiting on a leader that died
+            for pending in batch:
+                if pending.error is None and pending.state != _DONE:
+                    pending.result = None
+                    pending.error = self._unavailable(f"the batch failed: {type(exc).__name__}: {exc}")
+            self._drop_connection()
+        finally:
+            with self._lock:
+                self._leading = False
+                for pending in batch:
+                    pending.state = _DONE
+                    pending.wake.notify()
+                if self._queue:
+                    self._queue[0].wake.notify()
+                elif self._closed:
+                    self._drop_connection()
+
+    def _give_up(self, item: _Pending) -> Any:
+        """Called with the lock held when the caller's wait ran out."""
+        if item.state == _QUEUED:
+            self._queue.remove(item)
+            if self._queue:
+                self._queue[0].wake.notify()  # it may be the head now
+            raise self._unavailable(f"no commit within {self.wait_s:g} s; the write was withdrawn")
+        raise self._unavailable(f"no commit within {self.wait_s:g} s; whether the write landed is unknown")
 
     def _commit(self, batch: list[_Pending]) -> None:
-        if not batch:
-            return
         try:
             conn = self._conn if self._conn is not None else self._open()
             conn.execute("BEGIN IMMEDIATE")
@@ -149,12 +163,12 @@ class GroupCommitter:
             self._answer_all(batch, self._unavailable(f"cannot begin a transaction: {exc}"))
             self._drop_connection()
             return
-        for item in batch:
+        for pending in batch:
             try:
-                item.result = item.op(conn)
-            except BaseException:
+                pending.result = pending.op(conn)
+            except Exception:
                 self._rollback(conn)
-                self._one_by_one(conn, batch)
+                self._one_by_one(batch)
                 return
         try:
             conn.execute("COMMIT")
@@ -164,17 +178,16 @@ class GroupCommitter:
             return
         self.batches += 1
         self.operations += len(batch)
-        for item in batch:
-            item.done.set()
 
-    def _one_by_one(self, conn: sqlite3.Connection, batch: list[_Pending]) -> None:
+    def _one_by_one(self, batch: list[_Pending]) -> None:
         """After a failed batch: each op in its own transaction, so one caller's failure is only its own."""
-        for item in batch:
-            item.result = item.error = None
+        for pending in batch:
+            pending.result = pending.error = None
             try:
+                conn = self._conn if self._conn is not None else self._open()
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    item.result = item.op(conn)
+                    pending.result = pending.op(conn)
                 except BaseException:
                     self._rollback(conn)
                     raise
@@ -182,16 +195,15 @@ class GroupCommitter:
                 self.batches += 1
                 self.operations += 1
             except sqlite3.Error as exc:
-                self._rollback(conn)
-                item.error = self._unavailable(str(exc))
+                if self._conn is not None:
+                    self._rollback(self._conn)
+                pending.result, pending.error = None, self._unavailable(str(exc))
             except Exception as exc:
-                item.error = exc
-            item.done.set()
+                pending.result, pending.error = None, exc
 
     def _answer_all(self, batch: list[_Pending], error: Exception) -> None:
-        for item in batch:
-            item.result, item.error = None, error
-            item.done.set()
+        for pending in batch:
+            pending.result, pending.error = None, error
 
     def _open(self) -> sqlite3.Connection:
         self._conn = self._connect()

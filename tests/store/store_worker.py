@@ -72,5 +72,32 @@ def commit_forever() -> None:
         i += 1
 
 
+def group_claims_forever() -> None:
+    """Eight threads claim keys through one group-commit store; each acknowledged claim is logged, until killed."""
+    import threading
+
+    store = SQLiteStore(JOB["db"], synchronous="FULL", group_commit=True)
+
+    def claim(thread: int) -> None:
+        i = 0
+        while True:
+            key = f"t{thread}-{i:06d}"
+            claim = store.begin_effect(
+                key, tool="issue_refund", transaction_id="O1", amount=1, currency=None, args_sha256="x"
+            )
+            if claim.created:
+                _append(JOB["acked"], key)
+            i += 1
+
+    for thread in range(8):
+        threading.Thread(target=claim, args=(thread,), daemon=True).start()
+    threading.Event().wait()
+
+
 if __name__ == "__main__":
-    {"execute": execute, "crash_after_tool": crash_after_tool, "commit_forever": commit_forever}[JOB["kind"]]()
+    {
+        "execute": execute,
+        "crash_after_tool": crash_after_tool,
+        "commit_forever": commit_forever,
+        "group_claims_forever": group_claims_forever,
+    }[JOB["kind"]]()

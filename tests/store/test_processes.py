@@ -146,3 +146,27 @@ def test_sigkill_during_commits_loses_and_duplicates_nothing(tmp_path: Path, syn
     assert set(invoked) <= set(keys), "an effect happened with no ledger claim"
     assert set(committed) <= set(invoked), "a committed entry whose effect never ran"
     assert len(pending) <= 1 and set(pending) <= {keys[-1]}, "only the claim in flight may be pending"
+
+
+def test_sigkill_during_group_commits_loses_no_acknowledged_claim(tmp_path: Path) -> None:
+    """Eight threads share batches under synchronous=FULL; a claim its caller saw is in the file after a kill."""
+    db, acked = tmp_path / "gate.db", tmp_path / "acked.txt"
+    process = _spawn({"kind": "group_claims_forever", "db": str(db), "acked": str(acked)})
+    deadline = time.monotonic() + 60
+    while len(_lines(acked)) < 200 and time.monotonic() < deadline and process.is_alive():
+        time.sleep(0.01)
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(10)
+    assert process.exitcode == -signal.SIGKILL
+
+    acknowledged = _lines(acked)
+    keys = {e.idempotency_key for e in SQLiteStore(str(db)).entries()}
+    assert len(acknowledged) >= 200
+    assert set(acknowledged) <= keys, "an acknowledged claim was lost"
+    per_thread: dict[str, list[int]] = {}
+    for key in sorted(keys):
+        thread, number = key.split("-")
+        per_thread.setdefault(thread, []).append(int(number))
+    for numbers in per_thread.values():  # each thread claims in order: a gap would be a lost commit
+        assert numbers == list(range(len(numbers)))
