@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,3 +136,9 @@ def file_rig(tmp_path: Path) -> Iterator[Rig]:
     store = SQLiteStore(str(tmp_path / "gate.db"), synchronous="NORMAL")
     yield make_rig(store)
     store.close()
+
+
+@pytest.fixture
+def rig_for() -> Callable[[SQLiteStore], Rig]:
+    """Build a rig on a store the test chose."""
+    return make_rig
