@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from policyguard.messages import ToolCall
-from policyguard.store import EffectRequest, SpendAndClaim, SQLiteStore, Spent
+from policyguard.store import EffectRequest, SpendAndClaim, Spent, SQLiteStore
 
 if TYPE_CHECKING:
     from conftest import Rig
