@@ -32,6 +32,13 @@ Failure semantics (fail closed; no caller is answered with data that is not dura
   which refuse rather than allow;
 - the process dies mid-batch: nothing of the batch was acknowledged, and SQLite
   keeps the transaction all or nothing.
+
+Deferred writes (:meth:`GroupCommitter.defer`) are for writes whose loss fails
+closed, such as marking a claimed effect completed (lost, the claim stays
+``pending`` and nobody may re-send it): the caller does not wait; the write
+rides in the next batch, or is flushed by a timer after ``flush_after_s``, by
+:meth:`GroupCommitter.flush` or by :meth:`GroupCommitter.close`. A sequential
+caller thus pays one fsync per call instead of two.
 """
 
 from __future__ import annotations
@@ -75,13 +82,18 @@ class GroupCommitter:
         *,
         wait_s: float = 30.0,
         max_batch: int = 512,
+        flush_after_s: float = 0.05,
     ) -> None:
         self._connect = connect
         self._unavailable = unavailable
         self.wait_s = wait_s
         self.max_batch = max_batch
+        self.flush_after_s = flush_after_s
         self._lock = threading.Lock()
         self._queue: deque[_Pending] = deque()
+        self._deferred: list[_Pending] = []
+        self._idle = threading.Condition(self._lock)
+        self._flusher: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._leading = False
@@ -106,7 +118,8 @@ class GroupCommitter:
                 item.wake.wait(left)
             if item.state != _DONE:  # at the head of the queue and nobody leads: lead a batch
                 self._leading = True
-                batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+                batch, self._deferred = self._deferred, []
+                batch += [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
                 for pending in batch:
                     pending.state = _TAKEN
         if item.state != _DONE:
@@ -116,10 +129,49 @@ class GroupCommitter:
         result: T = item.result
         return result
 
+    def defer(self, op: Callable[[sqlite3.Connection], object]) -> None:
+        """Queue ``op`` for the next batch without waiting for it; its result and errors are dropped."""
+        if os.getpid() != self._pid:
+            raise self._unavailable("this store was opened before a fork; open a new store in this process")
+        with self._lock:
+            if self._closed:
+                raise self._unavailable("the store is closed")
+            self._deferred.append(_Pending(op, self._lock))
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_soon, name="policyguard-flush", daemon=True)
+                self._flusher.start()
+            elif len(self._deferred) == 1:
+                self._idle.notify()
+
+    def flush(self) -> None:
+        """Return once every deferred write made before this call has been committed (or has failed)."""
+        with self._lock:
+            needed = bool(self._deferred) or self._leading
+        if needed:
+            self.run(lambda conn: None)
+
+    def _flush_soon(self) -> None:
+        while True:
+            with self._lock:
+                while not self._deferred and not self._closed:
+                    self._idle.wait()
+                if self._closed:
+                    return
+            time.sleep(self.flush_after_s)
+            try:
+                self.flush()
+            except Exception:  # a lost deferred write leaves what a crash would: it fails closed
+                pass
+
     def close(self) -> None:
-        """Refuse new writes and close the shared connection once no batch is running."""
+        """Commit deferred writes, refuse new ones, close the shared connection once no batch is running."""
+        try:
+            self.flush()
+        except Exception:
+            pass
         with self._lock:
             self._closed = True
+            self._idle.notify()
             if self._leading or self._queue:  # the last leader closes the connection when the queue drains
                 return
             self._drop_connection()

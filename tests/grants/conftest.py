@@ -115,15 +115,18 @@ class SeparateCallsStore(SQLiteStore):
 
 
 def open_store(kind: str, tmp_path: Path) -> SQLiteStore:
-    """``memory``; ``group``: a file with group commit; ``separate``: no combined spend-and-claim."""
+    """``memory``; ``group``: a file with group commit (``deferred``: and deferred completions);
+    ``separate``: no combined spend-and-claim."""
     if kind == "memory":
         return SQLiteStore()
     if kind == "group":
         return SQLiteStore(str(tmp_path / "group.db"), synchronous="NORMAL", group_commit=True)
+    if kind == "deferred":
+        return SQLiteStore(str(tmp_path / "d.db"), synchronous="NORMAL", group_commit=True, defer_completion=True)
     return SeparateCallsStore(str(tmp_path / "separate.db"), synchronous="NORMAL")
 
 
-@pytest.fixture(params=["memory", "group", "separate"])
+@pytest.fixture(params=["memory", "group", "deferred", "separate"])
 def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
     """Every grant and executor rule holds on each store path: one transaction, group commit, separate calls."""
     store = open_store(request.param, tmp_path)

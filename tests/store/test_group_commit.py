@@ -250,3 +250,70 @@ def test_a_deny_recorded_before_the_spend_wins_inside_a_batch(store: SQLiteStore
         thread.join(10)
     assert [o.outcome for o in outcomes] == ["denied"]
     assert store.entries() == [] and store.consume("n1", 1e12) is False
+
+
+@pytest.fixture
+def deferred(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(str(tmp_path / "d.db"), synchronous="FULL", group_commit=True, defer_completion=True)
+    s.set_captured("T1", 1000)
+    yield s
+    s.close()
+
+
+def _raw_status(store: SQLiteStore, key: str) -> str | None:
+    """The status as another process would read it, bypassing the store's flush-before-read."""
+    conn = sqlite3.connect(store.path)
+    try:
+        row = conn.execute("SELECT status FROM effects WHERE idempotency_key = ?", (key,)).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
+
+
+def test_deferred_completion_needs_group_commit(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="needs group_commit"):
+        SQLiteStore(str(tmp_path / "x.db"), defer_completion=True)
+
+
+def test_a_deferred_completion_is_read_back_committed_by_this_store(deferred: SQLiteStore) -> None:
+    deferred.spend_and_claim("n1", 1e12, "c1", _effect("k1"))
+    committer = deferred._committer
+    assert committer is not None
+    committer.flush_after_s = 60  # no timer: only the read may flush it
+    deferred.complete_effect("k1", '{"ok": true}')
+    assert _raw_status(deferred, "k1") == "pending"
+    record = deferred.lookup("k1")
+    assert record is not None and record.status == "committed" and record.result_json == '{"ok": true}'
+    assert _raw_status(deferred, "k1") == "committed"
+
+
+def test_a_deferred_completion_is_committed_by_the_timer_when_nothing_else_happens(deferred: SQLiteStore) -> None:
+    deferred.spend_and_claim("n1", 1e12, "c1", _effect("k1"))
+    deferred.complete_effect("k1", "{}")
+    deadline = time.monotonic() + 10
+    while _raw_status(deferred, "k1") != "committed" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _raw_status(deferred, "k1") == "committed"
+
+
+def test_a_deferred_completion_rides_in_the_next_claims_transaction(deferred: SQLiteStore) -> None:
+    committer = deferred._committer
+    assert committer is not None
+    committer.flush_after_s = 60
+    before = committer.batches
+    for i in range(20):
+        deferred.spend_and_claim(f"n{i}", 1e12, f"c{i}", _effect(f"k{i}", amount=1))
+        deferred.complete_effect(f"k{i}", "{}")
+    assert committer.batches - before == 20  # one commit (one fsync) per claim + completion pair
+    assert [e.status for e in deferred.entries()] == ["committed"] * 20
+
+
+def test_closing_commits_deferred_completions(tmp_path: Path) -> None:
+    s = SQLiteStore(str(tmp_path / "c.db"), group_commit=True, defer_completion=True)
+    s.set_captured("T1", 100)
+    s.begin_effect("k1", tool="refund", transaction_id="T1", amount=1, currency=None, args_sha256="a" * 64)
+    assert s._committer is not None
+    s._committer.flush_after_s = 60
+    s.complete_effect("k1", "{}")
+    s.close()
+    assert _raw_status(s, "k1") == "committed"

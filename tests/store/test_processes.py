@@ -91,10 +91,12 @@ def test_four_processes_one_idempotency_key_one_effect(tmp_path: Path) -> None:
     assert store.total("O1") == 50 and len(store.entries()) == 1
 
 
-def test_a_crash_between_effect_and_commit_leaves_a_pending_claim_never_resent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["crash_after_tool", "crash_before_deferred_completion"])
+def test_a_crash_between_effect_and_commit_leaves_a_pending_claim_never_resent(tmp_path: Path, kind: str) -> None:
+    """Also when the completion was handed to group commit as a deferred write that no batch carried yet."""
     db, effects = tmp_path / "gate.db", tmp_path / "effects.txt"
     call = _call("c1", "k1")
-    job = {"kind": "crash_after_tool", "db": str(db), "effects": str(effects), "key": "k1", "sha": call.args_sha256}
+    job = {"kind": kind, "db": str(db), "effects": str(effects), "key": "k1", "sha": call.args_sha256}
     process = _spawn(job)
     process.join(60)
     assert process.exitcode == 1 and len(_lines(effects)) == 1
