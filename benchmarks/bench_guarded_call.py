@@ -9,8 +9,9 @@ ledger completion, on a SQLite file in WAL mode. Printed, each the median of
 ``--runs`` runs in this one process (so the ratios hold even on a noisy machine):
 
 * calls/s for 1 sequential caller and for ``--threads`` concurrent callers,
-  under ``synchronous=FULL`` (fsync per commit) and ``NORMAL``, with and
-  without group commit;
+  under ``synchronous=FULL`` (fsync per commit) and ``NORMAL``, for the
+  store modes ``plain`` (a transaction per write), ``group`` (group commit) and
+  ``deferred`` (group commit, completion rides in the next batch);
 * the Ed25519-only ceiling: raw sign + verify per second with the binding in
   use, and the same through the grant codec (JWS encode + decode);
 * the share of the ceiling each configuration reaches.
@@ -98,7 +99,7 @@ def refund(order_id: str, amount: float, idempotency_key: str) -> dict[str, Any]
     return {"status": "issued", "order_id": order_id, "amount": amount}
 
 
-def guarded_calls(n: int, threads: int, path: Path, synchronous: str, group_commit: bool) -> tuple[float, float, int]:
+def guarded_calls(n: int, threads: int, path: Path, synchronous: str, mode: str) -> tuple[float, float, int]:
     """(calls/s, CPU us per call, refusals) of ``n`` guarded calls over ``threads`` callers on a warm database file.
 
     A refusal is a call the store could not serve in time (``inconclusive``:
@@ -111,7 +112,12 @@ def guarded_calls(n: int, threads: int, path: Path, synchronous: str, group_comm
     """
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
-    store = SQLiteStore(str(path), synchronous=synchronous, group_commit=group_commit)  # type: ignore[arg-type]
+    store = SQLiteStore(
+        str(path),
+        synchronous=synchronous,  # type: ignore[arg-type]
+        group_commit=mode != "plain",
+        defer_completion=mode == "deferred",
+    )
     store.set_captured("O1", 1e12)
     issuer = GrantIssuer(KEYS[0])
     verifier = GrantVerifier(KEYS[1], nonces=store, current_policy_version=lambda: VERSION)
@@ -197,37 +203,37 @@ def main() -> int:
         f"n={args.n}, median of {args.runs} runs, {cpus} CPU(s) for this process, Ed25519 via {jws.available_backend()}"
     )
     configs = [
-        (synchronous, group, threads)
+        (synchronous, mode, threads)
         for synchronous in ("FULL", "NORMAL")
-        for group in (False, True)
+        for mode in ("plain", "group", "deferred")
         for threads in (1, args.threads)
     ]
-    samples: dict[tuple[str, bool, int], list[tuple[float, float, int]]] = {c: [] for c in configs}
+    samples: dict[tuple[str, str, int], list[tuple[float, float, int]]] = {c: [] for c in configs}
     ceilings: dict[str, list[float]] = {"raw": [], "codec": []}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for _ in range(args.runs):  # interleaved, so drifting load hits every figure alike
             for kind, rate in ed25519_ceiling(args.n).items():
                 ceilings[kind].append(rate)
-            for synchronous, group, threads in configs:
+            for synchronous, mode, threads in configs:
                 path = Path(tmp) / "bench.db"
-                samples[(synchronous, group, threads)].append(guarded_calls(args.n, threads, path, synchronous, group))
+                samples[(synchronous, mode, threads)].append(guarded_calls(args.n, threads, path, synchronous, mode))
     raw, codec = statistics.median(ceilings["raw"]), statistics.median(ceilings["codec"])
     print(f"\nEd25519-only ceiling ({jws.available_backend()}): sign+verify {raw:,.0f}/s raw, {codec:,.0f}/s as JWS")
     print(
-        f"\n{'synchronous':<12}{'group commit':<14}{'callers':>8}{'calls/s':>10}{'of ceiling':>12}"
+        f"\n{'synchronous':<12}{'store mode':<14}{'callers':>8}{'calls/s':>10}{'of ceiling':>12}"
         f"{'CPU us/call':>13}  target"
     )
-    for synchronous, group, threads in configs:
-        rate = statistics.median(r for r, _, _ in samples[(synchronous, group, threads)])
-        cpu = statistics.median(c for _, c, _ in samples[(synchronous, group, threads)])
-        refused = sum(f for _, _, f in samples[(synchronous, group, threads)])
+    for synchronous, mode, threads in configs:
+        rate = statistics.median(r for r, _, _ in samples[(synchronous, mode, threads)])
+        cpu = statistics.median(c for _, c, _ in samples[(synchronous, mode, threads)])
+        refused = sum(f for _, _, f in samples[(synchronous, mode, threads)])
         target = ""
         if synchronous == "FULL" and threads == 1:
             target = f">= 1,500: {'met' if rate >= 1500 else 'NOT met'}"
         elif synchronous == "FULL":
             target = f">= 5,000: {'met' if rate >= 5000 else 'NOT met'}"
         print(
-            f"{synchronous:<12}{'on' if group else 'off':<14}{threads:>8}{rate:>10,.0f}{rate / raw:>11.0%}"
+            f"{synchronous:<12}{mode:<14}{threads:>8}{rate:>10,.0f}{rate / raw:>11.0%}"
             f"{cpu:>13,.0f}  {target}" + (f" ({refused} refused: store busy)" if refused else "")
         )
     load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
