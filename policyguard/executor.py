@@ -179,7 +179,7 @@ class GuardedExecutor:
             return _refuse("inconclusive", str(exc))
         effect = None
         if money is not None:
-            effect = EffectRequest(
+            effect = EffectRequest.model_construct(  # every field already checked by _money_args
                 idempotency_key=money.idempotency_key,
                 tool=call.name,
                 transaction_id=money.transaction_id,

@@ -57,14 +57,20 @@ _QUEUED, _TAKEN, _DONE = 0, 1, 2
 
 
 class _Pending:
+    """One queued op. ``wake`` is made (under the committer's lock) only when its caller has to wait."""
+
     __slots__ = ("op", "wake", "result", "error", "state")
 
-    def __init__(self, op: Callable[[sqlite3.Connection], Any], lock: threading.Lock) -> None:
+    def __init__(self, op: Callable[[sqlite3.Connection], Any]) -> None:
         self.op = op
-        self.wake = threading.Condition(lock)
+        self.wake: threading.Condition | None = None
         self.result: Any = None
         self.error: BaseException | None = None
         self.state = _QUEUED
+
+    def notify(self) -> None:
+        if self.wake is not None:
+            self.wake.notify()
 
 
 class GroupCommitter:
@@ -105,7 +111,7 @@ class GroupCommitter:
         """Queue ``op``, wait until the batch holding it committed, and return its result (or raise its error)."""
         if os.getpid() != self._pid:
             raise self._unavailable("this store was opened before a fork; open a new store in this process")
-        item = _Pending(op, self._lock)
+        item = _Pending(op)
         deadline = time.monotonic() + self.wait_s
         with self._lock:
             if self._closed:
@@ -115,6 +121,8 @@ class GroupCommitter:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return self._give_up(item)
+                if item.wake is None:
+                    item.wake = threading.Condition(self._lock)
                 item.wake.wait(left)
             if item.state != _DONE:  # at the head of the queue and nobody leads: lead a batch
                 self._leading = True
@@ -136,7 +144,7 @@ class GroupCommitter:
         with self._lock:
             if self._closed:
                 raise self._unavailable("the store is closed")
-            self._deferred.append(_Pending(op, self._lock))
+            self._deferred.append(_Pending(op))
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_soon, name="policyguard-flush", daemon=True)
                 self._flusher.start()
@@ -192,9 +200,9 @@ class GroupCommitter:
                 self._leading = False
                 for pending in batch:
                     pending.state = _DONE
-                    pending.wake.notify()
+                    pending.notify()
                 if self._queue:
-                    self._queue[0].wake.notify()
+                    self._queue[0].notify()
                 elif self._closed:
                     self._drop_connection()
 
@@ -203,7 +211,7 @@ class GroupCommitter:
         if item.state == _QUEUED:
             self._queue.remove(item)
             if self._queue:
-                self._queue[0].wake.notify()  # it may be the head now
+                self._queue[0].notify()  # it may be the head now
             raise self._unavailable(f"no commit within {self.wait_s:g} s; the write was withdrawn")
         raise self._unavailable(f"no commit within {self.wait_s:g} s; whether the write landed is unknown")
 

@@ -477,7 +477,7 @@ class SQLiteStore:
             "ON CONFLICT (transaction_id) DO UPDATE SET amount = amount + excluded.amount",
             (effect.transaction_id, effect.amount),
         )
-        record = EffectRecord(
+        record = EffectRecord.model_construct(  # built from the validated request: no second validation
             idempotency_key=effect.idempotency_key,
             tool=effect.tool,
             transaction_id=effect.transaction_id,
@@ -485,7 +485,9 @@ class SQLiteStore:
             currency=effect.currency,
             args_sha256=effect.args_sha256,
             status="pending",
+            result_json=None,
             created_at=now,
+            completed_at=None,
         )
         return EffectClaim(created=True, record=record)
 
