@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyguard.canonical import canonical_json
 from policyguard.limits import MAX_DEPTH, MAX_NODES, call_problem, checked_copy
+
+if TYPE_CHECKING:
+    from conftest import Rig
 
 SCALARS = st.one_of(
     st.none(),
@@ -99,3 +102,15 @@ def test_non_json_values_and_non_objects_are_refused() -> None:
     assert checked_copy({"when": object()})[1] == call_problem({"when": object()})
     assert checked_copy([1, 2])[1] == "arguments must be an object, got list"
     assert checked_copy({"x": math.inf})[1] == "argument x is inf, not a finite number"
+
+
+def test_arguments_with_no_utf8_encoding_are_refused_by_the_executor_not_raised(rig: Rig) -> None:
+    """A lone surrogate (JSON allows "\\ud800") has no canonical hash: refused before any grant is spent."""
+    from policyguard.messages import ToolCall
+
+    call = ToolCall(
+        id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 5, "idempotency_key": "\ud800"}
+    )
+    result = rig.executor.execute(call, "x.y.z", principal="alice", resource="O1")
+    assert not result.executed and result.reason == "bad_arguments" and "canonical" in (result.error or "")
+    assert rig.refund.calls == [] and rig.store.entries() == []
