@@ -232,11 +232,11 @@ class SQLiteStore:
     - ``synchronous`` is ``"FULL"`` (every commit is fsynced: a committed claim
       survives power loss) or ``"NORMAL"`` (in WAL mode a commit survives a
       process crash but the last commits may be lost on power loss; much faster).
-    - ``group_commit=True`` (files only): writes from all threads go through one
-      committer thread that runs whatever is queued in one transaction, so
-      concurrent callers share one fsync; each caller returns only after the
-      COMMIT of its batch (see :mod:`policyguard.groupcommit`). Reads keep
-      their per-thread connections.
+    - ``group_commit=True`` (files only): writes from all threads queue on one
+      shared connection; the first caller in the queue runs everything queued
+      in one transaction, so concurrent callers share one fsync; each caller
+      returns only after the COMMIT of its batch (see
+      :mod:`policyguard.groupcommit`). Reads keep their per-thread connections.
     - ``defer_completion=True`` (with group commit): :meth:`complete_effect`
       does not wait for its commit; it rides in the next batch (or a timer
       commits it within 50 ms). One fsync per guarded call instead of two; a
@@ -302,7 +302,7 @@ class SQLiteStore:
 
     @property
     def group_commit(self) -> bool:
-        """Whether writes share transactions through a committer thread."""
+        """Whether concurrent writes share transactions (see :mod:`policyguard.groupcommit`)."""
         return self._committer is not None
 
     # -- connections ---------------------------------------------------------
