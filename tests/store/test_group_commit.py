@@ -317,3 +317,39 @@ def test_closing_commits_deferred_completions(tmp_path: Path) -> None:
     s.complete_effect("k1", "{}")
     s.close()
     assert _raw_status(s, "k1") == "committed"
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_sixteen_guarded_callers_on_group_commit_run_each_call_once(tmp_path: Path, defer: bool) -> None:
+    """The executor end to end: distinct calls all run and are recorded; one key shared by all runs once."""
+    from policyguard.checklist import EffectSpec
+    from policyguard.executor import GuardedExecutor
+    from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
+    from policyguard.messages import ToolCall
+
+    private_pem, public_pem = generate_keypair()
+    store = SQLiteStore(str(tmp_path / "e.db"), synchronous="FULL", group_commit=True, defer_completion=defer)
+    store.set_captured("O1", 1e9)
+    effects: list[str] = []
+    executor = GuardedExecutor(
+        {"refund": lambda order_id, amount, idempotency_key: effects.append(idempotency_key) or {"ok": True}},
+        verifier=GrantVerifier(public_pem, nonces=store, current_policy_version=lambda: "v1"),
+        ledger=store,
+        effects={"refund": EffectSpec(transaction_arg="order_id")},
+    )
+    issuer = GrantIssuer(private_pem)
+
+    def run(call_id: str, key: str) -> str:
+        call = ToolCall(id=call_id, name="refund", arguments={"order_id": "O1", "amount": 1, "idempotency_key": key})
+        grant = issuer.issue(call, principal=None, resource=None, policy_version="v1")
+        return executor.execute(call, grant, principal=None, resource=None).reason
+
+    distinct = _race(THREADS, lambda i: [run(f"c{i}-{j}", f"k{i}-{j}") for j in range(10)])
+    assert all(reasons == ["executed"] * 10 for reasons in distinct)
+    shared = _race(THREADS, lambda i: run(f"s{i}", "shared"))
+    assert shared.count("executed") == 1
+    assert set(shared) <= {"executed", "replayed_from_ledger", "effect_pending: look up by key before retrying"}
+    assert len(effects) == THREADS * 10 + 1 and len(set(effects)) == len(effects)
+    entries = store.entries()
+    assert len(entries) == THREADS * 10 + 1 and all(e.status == "committed" for e in entries)
+    store.close()
