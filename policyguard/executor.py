@@ -149,7 +149,7 @@ class GuardedExecutor:
         arguments, problem = checked_copy(call.arguments)
         if arguments is None:
             return _refuse("bad_arguments", f"{call.name}: {problem}")
-        call = ToolCall.model_construct(id=call.id, name=call.name, arguments=arguments)
+        call = ToolCall(id=call.id, name=call.name, arguments=arguments)
         if call.name not in self.effects:  # registered after construction: same rules, refused if unclear
             try:
                 self.effects[call.name] = self._classify(call.name)
@@ -179,7 +179,7 @@ class GuardedExecutor:
             return _refuse("inconclusive", str(exc))
         effect = None
         if money is not None:
-            effect = EffectRequest.model_construct(  # every field already checked by _money_args
+            effect = EffectRequest(
                 idempotency_key=money.idempotency_key,
                 tool=call.name,
                 transaction_id=money.transaction_id,

@@ -477,7 +477,7 @@ class SQLiteStore:
             "ON CONFLICT (transaction_id) DO UPDATE SET amount = amount + excluded.amount",
             (effect.transaction_id, effect.amount),
         )
-        record = EffectRecord.model_construct(  # built from the validated request: no second validation
+        record = EffectRecord(
             idempotency_key=effect.idempotency_key,
             tool=effect.tool,
             transaction_id=effect.transaction_id,
