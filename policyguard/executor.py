@@ -16,9 +16,11 @@ only when:
 3. the grant verifies (signature, bindings, policy version, expiry, unused
    nonce, no deny recorded for the call id: deny wins);
 4. for a money effect, the idempotency key is claimed in the ledger within the
-   captured amount. A committed key returns the recorded result (no second
-   effect); a pending key (an earlier attempt's outcome is unknown) is refused
-   until someone looks it up by key.
+   captured amount (with the nonce and the deny record in the same transaction
+   when the store implements :class:`~policyguard.store.SpendAndClaim`). A
+   committed key returns the recorded result (no second effect); a pending key
+   (an earlier attempt's outcome is unknown) is refused until someone looks it
+   up by key.
 
 Checks 1-2 come before the grant is spent so a malformed call does not burn it.
 A store failure is *inconclusive*: the tool is not called. A tool that raises
@@ -37,11 +39,10 @@ returned. A refusal emits neither; the caller records the deny.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,10 +50,10 @@ from .approvals import ApprovalCheck, MoneyEffect
 from .checklist import Checklist, EffectSpec
 from .effects import amount_of
 from .errors import ConfigError
-from .grants import GrantError, GrantVerifier
-from .limits import call_problem
+from .grants import GrantClaims, GrantError, GrantVerifier
+from .limits import checked_copy
 from .messages import ToolCall
-from .store import Ledger, LedgerUnavailable
+from .store import EffectClaim, EffectRequest, Ledger, LedgerUnavailable, SpendAndClaim
 from .trace import Trace
 
 PENDING_REASON = "effect_pending: look up by key before retrying"
@@ -111,6 +112,7 @@ class GuardedExecutor:
         if unknown:
             raise ConfigError(f"effects= declares {unknown[0]!r}, which is not a registered tool")
         self.effects: dict[str, EffectSpec | None] = {name: self._classify(name) for name in self.tools}
+        self._capable_of: tuple[object, bool] = (None, False)
 
     def _classify(self, name: str) -> EffectSpec | None:
         """The tool's money effect, or None; ConfigError when unknown, malformed or without a ledger."""
@@ -142,15 +144,12 @@ class GuardedExecutor:
         tool = self.tools.get(call.name)
         if tool is None:
             return _refuse("unknown_tool", f"no tool {call.name!r} is registered with the executor")
-        problem = call_problem(call.arguments)  # before the copy: deep input must not crash it
-        if problem is not None:
-            return _refuse("bad_arguments", f"{call.name}: {problem}")
         # Verify and run a private copy: arguments changed elsewhere after the grant check
         # must not reach the tool (INV-1's argument-mutation fault).
-        call = ToolCall(id=call.id, name=call.name, arguments=copy.deepcopy(call.arguments))
-        problem = call_problem(call.arguments)
-        if problem is not None:
+        arguments, problem = checked_copy(call.arguments)
+        if arguments is None:
             return _refuse("bad_arguments", f"{call.name}: {problem}")
+        call = ToolCall(id=call.id, name=call.name, arguments=arguments)
         if call.name not in self.effects:  # registered after construction: same rules, refused if unclear
             try:
                 self.effects[call.name] = self._classify(call.name)
@@ -169,18 +168,19 @@ class GuardedExecutor:
         if grant is None:
             return _refuse("no_grant", "no grant: the call was not authorised")
         try:
-            self.verifier.verify(grant, call, principal=principal, resource=resource)
+            sha = call.args_sha256  # once per call, of the private copy: the grant must bind what runs
+        except (ValueError, TypeError, RecursionError) as exc:
+            return _refuse("bad_arguments", f"{call.name}: the arguments have no canonical JSON ({exc})")
+        try:
+            claims = self.verifier.check(grant, call, principal=principal, resource=resource, args_sha256=sha)
         except GrantError as exc:
             return _refuse(exc.reason, str(exc))
         except LedgerUnavailable as exc:
             return _refuse("inconclusive", str(exc))
-        sha = call.args_sha256
-        if money is None:
-            return self._run(tool, call, sha, None)
-        assert self.ledger is not None
-        try:
-            claim = self.ledger.begin_effect(
-                money.idempotency_key,
+        effect = None
+        if money is not None:
+            effect = EffectRequest(
+                idempotency_key=money.idempotency_key,
                 tool=call.name,
                 transaction_id=money.transaction_id,
                 amount=money.amount,
@@ -188,8 +188,16 @@ class GuardedExecutor:
                 args_sha256=sha,
                 enforce_captured=True,
             )
+        try:
+            claim = self._spend_and_claim(claims, call.id, effect)
+        except GrantError as exc:
+            return _refuse(exc.reason, str(exc))
         except LedgerUnavailable as exc:
             return _refuse("inconclusive", str(exc))
+        if money is None:
+            return self._run(tool, call, sha, None)
+        if claim is None:  # a store that spent the grant but claimed nothing: the effect is not recorded
+            return _refuse("inconclusive", "the store returned no ledger claim for a money effect")
         if claim.refusal is not None:
             return _refuse("exceeds_captured", claim.refusal)
         record = claim.record
@@ -204,6 +212,38 @@ class GuardedExecutor:
                 executed=False, result=result, reason="replayed_from_ledger", replayed_from_ledger=True
             )
         return self._run(tool, call, sha, money)
+
+    def _spend_and_claim(self, claims: GrantClaims, call_id: str, effect: EffectRequest | None) -> EffectClaim | None:
+        """Spend the grant, read the deny record, claim the effect: one transaction when the store can.
+
+        Raises GrantError (replayed, denied) or LedgerUnavailable; returns the
+        claim, or None when no effect was asked for.
+        """
+        nonces = self.verifier.nonces
+        if nonces is not self._capable_of[0]:  # a runtime Protocol check costs microseconds: once per store
+            self._capable_of = (nonces, isinstance(nonces, SpendAndClaim))
+        if self._capable_of[1] and (effect is None or nonces is self.ledger):
+            spent = cast(SpendAndClaim, nonces).spend_and_claim(
+                claims.nonce, self.verifier.nonce_expiry(claims), call_id, effect
+            )
+            if spent.outcome != "replayed":
+                self.verifier.purger.tick()  # a nonce was spent: now and then, forget the expired ones
+            if spent.outcome != "spent":
+                raise self.verifier.refusal(spent.outcome, claims, call_id)
+            return spent.claim
+        self.verifier.spend(claims, call_id)
+        if effect is None:
+            return None
+        assert self.ledger is not None
+        return self.ledger.begin_effect(
+            effect.idempotency_key,
+            tool=effect.tool,
+            transaction_id=effect.transaction_id,
+            amount=effect.amount,
+            currency=effect.currency,
+            args_sha256=effect.args_sha256,
+            enforce_captured=effect.enforce_captured,
+        )
 
     def _approval_refusal(self, spec: EffectSpec, call: ToolCall, money: MoneyEffect) -> ExecutionResult | None:
         threshold = spec.approval_threshold

@@ -21,16 +21,17 @@ import math
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from . import jws
 from .errors import PolicyGuardError
 from .messages import ToolCall
 from .purge import NoncePurger
 from .store import NonceStore
 
-ALGORITHM = "EdDSA"
+ALGORITHM = jws.ALGORITHM
 
 
 class GrantError(PolicyGuardError):
@@ -90,13 +91,7 @@ class GrantIssuer:
     ) -> None:
         """``kid`` goes into each grant's JOSE header, so a verifier holding a
         JWKS with several keys (a rotation) picks the one that signed it."""
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-        key = load_pem_private_key(private_key_pem, password=None)
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ValueError("the grant key must be an Ed25519 private key")
-        self._key = key
+        self._sign = jws.signer(private_key_pem)
         self.ttl_s = ttl_s
         self.issuer = issuer
         self.kid = kid
@@ -112,13 +107,15 @@ class GrantIssuer:
         ceilings: dict[str, float] | None = None,
         expires_at: float | None = None,
         approval_id: str | None = None,
+        args_sha256: str | None = None,
     ) -> str:
         """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds (never past ``expires_at``), usable once.
 
         ``approval_id`` names the person's approval the grant was issued on (an approval grant).
-        """
-        import jwt
 
+        ``args_sha256``: the call's argument hash when the caller already has it
+        (it must be ``call.args_sha256``; hashing once per call is the point).
+        """
         now = int(self._clock())
         exp = now + int(self.ttl_s)
         if expires_at is not None:
@@ -128,7 +125,7 @@ class GrantIssuer:
             principal=principal,
             tool=call.name,
             resource=resource,
-            args_sha256=call.args_sha256,
+            args_sha256=call.args_sha256 if args_sha256 is None else args_sha256,
             ceilings=dict(ceilings or {}),
             policy_version=policy_version,
             iat=now,
@@ -140,8 +137,7 @@ class GrantIssuer:
         payload = claims.model_dump()
         if approval_id is None:
             del payload["approval_id"]  # a plain gate grant keeps its original claim set
-        headers = {"kid": self.kid} if self.kid else None
-        return jwt.encode(payload, self._key, algorithm=ALGORITHM, headers=headers)
+        return jws.encode(payload, self._sign, kid=self.kid)
 
 
 class GrantVerifier:
@@ -160,13 +156,7 @@ class GrantVerifier:
     ) -> None:
         """``purger`` forgets expired nonces now and then (default: a :class:`~policyguard.purge.NoncePurger`
         on ``nonces`` with this clock)."""
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-        from cryptography.hazmat.primitives.serialization import load_pem_public_key
-
-        key = load_pem_public_key(public_key_pem)
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError("the grant key must be an Ed25519 public key")
-        self._key = key
+        self._verify = jws.verifier(public_key_pem)
         self.nonces = nonces
         self.current_policy_version = current_policy_version
         self.leeway_s = leeway_s
@@ -176,36 +166,30 @@ class GrantVerifier:
 
     def decode(self, token: str) -> GrantClaims:
         """Check the signature (EdDSA only) and the claim shape; nothing else."""
-        import jwt
-
         try:
-            payload = jwt.decode(
-                token,
-                self._key,
-                algorithms=[ALGORITHM],
-                options={
-                    "verify_signature": True,
-                    "verify_exp": False,  # checked below against our clock
-                    "verify_iat": False,
-                    "verify_nbf": False,
-                    "verify_aud": False,
-                    "verify_iss": False,
-                },
-            )
-        except (jwt.InvalidSignatureError, jwt.InvalidAlgorithmError, jwt.InvalidKeyError) as exc:
-            raise GrantError("signature", str(exc)) from exc
-        except jwt.PyJWTError as exc:
-            raise GrantError("malformed", str(exc)) from exc
+            payload = jws.decode(token, self._verify)
+        except jws.JWSError as exc:
+            raise GrantError(exc.reason, str(exc)) from exc
         try:
             return GrantClaims.model_validate(payload)
         except ValidationError as exc:
             raise GrantError("malformed", str(exc.errors()[0]["msg"])) from exc
 
-    def verify(self, token: str, call: ToolCall, *, principal: str | None, resource: str | None) -> GrantClaims:
-        """Return the grant's claims if it authorises exactly this call now; consume it.
+    def check(
+        self,
+        token: str,
+        call: ToolCall,
+        *,
+        principal: str | None,
+        resource: str | None,
+        args_sha256: str | None = None,
+    ) -> GrantClaims:
+        """Everything :meth:`verify` checks except the shared state: the grant is not spent.
 
-        Raises :class:`GrantError`; a failing nonce store raises
-        :class:`policyguard.store.LedgerUnavailable` (inconclusive, never allow).
+        The caller must then spend the nonce and read the deny record, in this
+        order, before the call may run (:meth:`spend`, or a store's combined
+        :class:`policyguard.store.SpendAndClaim`). ``args_sha256``: the call's
+        argument hash when the caller already computed it from ``call``.
         """
         if not isinstance(token, str) or not token:
             raise GrantError("malformed", "no grant")
@@ -218,22 +202,57 @@ class GrantVerifier:
         now = self._clock()
         if now >= claims.exp + self.leeway_s:
             raise GrantError("expired", f"expired at {claims.exp}, now {now:.0f}")
-        _check_bindings(claims, call, principal=principal, resource=resource)
-        if not self.nonces.consume(claims.nonce, float(claims.exp + self.leeway_s)):
-            raise GrantError("replayed", f"grant nonce {claims.nonce} was already used")
+        sha = call.args_sha256 if args_sha256 is None else args_sha256
+        _check_bindings(claims, call, sha, principal=principal, resource=resource)
+        return claims
+
+    def nonce_expiry(self, claims: GrantClaims) -> float:
+        """Until when a spent nonce must be remembered: after that the grant fails as expired anyway."""
+        return float(claims.exp + self.leeway_s)
+
+    def spend(self, claims: GrantClaims, call_id: str) -> None:
+        """Consume the grant's nonce, then read the deny record for ``call_id``; GrantError if either refuses."""
+        if not self.nonces.consume(claims.nonce, self.nonce_expiry(claims)):
+            raise self.refusal("replayed", claims, call_id)
         self.purger.tick()
-        if self.nonces.is_denied(call.id):
-            raise GrantError("denied", f"a deny is recorded for call {call.id}")
+        if self.nonces.is_denied(call_id):
+            raise self.refusal("denied", claims, call_id)
+
+    @staticmethod
+    def refusal(outcome: Literal["replayed", "denied"], claims: GrantClaims, call_id: str) -> GrantError:
+        """The error for a grant whose nonce was already spent, or whose call has a deny recorded."""
+        if outcome == "replayed":
+            return GrantError("replayed", f"grant nonce {claims.nonce} was already used")
+        return GrantError("denied", f"a deny is recorded for call {call_id}")
+
+    def verify(
+        self,
+        token: str,
+        call: ToolCall,
+        *,
+        principal: str | None,
+        resource: str | None,
+        args_sha256: str | None = None,
+    ) -> GrantClaims:
+        """Return the grant's claims if it authorises exactly this call now; consume it.
+
+        Raises :class:`GrantError`; a failing nonce store raises
+        :class:`policyguard.store.LedgerUnavailable` (inconclusive, never allow).
+        """
+        claims = self.check(token, call, principal=principal, resource=resource, args_sha256=args_sha256)
+        self.spend(claims, call.id)
         return claims
 
 
-def _check_bindings(claims: GrantClaims, call: ToolCall, *, principal: str | None, resource: str | None) -> None:
+def _check_bindings(
+    claims: GrantClaims, call: ToolCall, sha: str, *, principal: str | None, resource: str | None
+) -> None:
     expected: dict[str, Any] = {
         "call_id": call.id,
         "tool": call.name,
         "principal": principal,
         "resource": resource,
-        "args_sha256": call.args_sha256,
+        "args_sha256": sha,
     }
     for field, actual in expected.items():
         granted = getattr(claims, field)

@@ -91,3 +91,65 @@ def call_problem(arguments: Any) -> str | None:
         return f"arguments must be an object, got {type(arguments).__name__}"
     problem = value_problem(arguments)
     return None if problem is None else f"argument {problem}"
+
+
+def checked_copy(arguments: Any) -> tuple[dict[str, Any], None] | tuple[None, str]:
+    """A private copy of a call's arguments as plain JSON data, or :func:`call_problem`'s reason they break a limit.
+
+    One pass where the executor used three (check, ``copy.deepcopy``, check
+    again). The copy holds only plain ``dict``, ``list``, ``str``, ``int``,
+    ``float``, ``bool`` and ``None`` (a tuple becomes a list, a dict subclass a
+    dict), so nothing the caller keeps a reference to, and no custom copy hook,
+    can change what runs after the grant was checked.
+    """
+    copy = _plain_copy(arguments) if isinstance(arguments, dict) else None
+    if copy is not None:
+        return copy, None
+    return None, call_problem(arguments) or "arguments are not plain JSON data"
+
+
+def _plain_copy(root: dict[str, Any]) -> dict[str, Any] | None:
+    """The copy, or None at the first value :func:`value_problem` would refuse (it then names it)."""
+    out: dict[str, Any] = {}
+    stack: list[tuple[Any, Any, int]] = [(root, out, 0)]
+    nodes = 1
+    while stack:
+        source, target, depth = stack.pop()
+        if depth > MAX_DEPTH or (source and depth == MAX_DEPTH):
+            return None
+        if not source:
+            continue
+        nodes += len(source)
+        if nodes > MAX_NODES:
+            return None
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for key, value in pairs:
+            if isinstance(source, dict) and type(key) is not str:
+                return None
+            kind = type(value)
+            if kind is str or kind is bool or value is None:
+                copied: Any = value
+            elif kind is int:
+                if not INT_MIN <= value <= INT_MAX:
+                    return None
+                copied = value
+            elif kind is float:
+                if not math.isfinite(value):
+                    return None
+                copied = value
+            elif isinstance(value, dict):
+                copied = {}
+                stack.append((value, copied, depth + 1))
+            elif isinstance(value, list | tuple):
+                copied = [None] * len(value)
+                stack.append((value, copied, depth + 1))
+            elif isinstance(value, str):
+                copied = str.__str__(value)
+            elif isinstance(value, bool | int | float):
+                if value_problem(value) is not None:
+                    return None
+                copied = value
+            else:
+                return None
+            target[key] = copied
+    return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,9 +108,28 @@ def keys() -> tuple[bytes, bytes]:
     return _KEYS
 
 
-@pytest.fixture
-def rig() -> Iterator[Rig]:
-    store = SQLiteStore()
+class SeparateCallsStore(SQLiteStore):
+    """A store without the optional SpendAndClaim capability: the executor's fallback path."""
+
+    spend_and_claim = None  # type: ignore[assignment]
+
+
+def open_store(kind: str, tmp_path: Path) -> SQLiteStore:
+    """``memory``; ``group``: a file with group commit (``deferred``: and deferred completions);
+    ``separate``: no combined spend-and-claim."""
+    if kind == "memory":
+        return SQLiteStore()
+    if kind == "group":
+        return SQLiteStore(str(tmp_path / "group.db"), synchronous="NORMAL", group_commit=True)
+    if kind == "deferred":
+        return SQLiteStore(str(tmp_path / "d.db"), synchronous="NORMAL", group_commit=True, defer_completion=True)
+    return SeparateCallsStore(str(tmp_path / "separate.db"), synchronous="NORMAL")
+
+
+@pytest.fixture(params=["memory", "group", "deferred", "separate"])
+def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
+    """Every grant and executor rule holds on each store path: one transaction, group commit, separate calls."""
+    store = open_store(request.param, tmp_path)
     yield make_rig(store)
     store.close()
 
@@ -120,3 +139,9 @@ def file_rig(tmp_path: Path) -> Iterator[Rig]:
     store = SQLiteStore(str(tmp_path / "gate.db"), synchronous="NORMAL")
     yield make_rig(store)
     store.close()
+
+
+@pytest.fixture
+def rig_for() -> Callable[[SQLiteStore], Rig]:
+    """Build a rig on a store the test chose."""
+    return make_rig

@@ -8,7 +8,7 @@ import pytest
 
 from policyguard.store import SQLiteStore, Store
 
-BACKENDS = ["sqlite-memory", "sqlite-file", "postgres"]
+BACKENDS = ["sqlite-memory", "sqlite-file", "sqlite-group-commit", "postgres"]
 
 
 def open_backend(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Store:
@@ -19,7 +19,8 @@ def open_backend(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -
 
         store = PostgresStore(request.getfixturevalue("pg_url"))
     else:
-        store = SQLiteStore(":memory:" if backend == "sqlite-memory" else str(tmp_path / "s.db"))
+        path = ":memory:" if backend == "sqlite-memory" else str(tmp_path / "s.db")
+        store = SQLiteStore(path, group_commit=backend == "sqlite-group-commit")
     request.addfinalizer(store.close)
     return store
 

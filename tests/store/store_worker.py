@@ -118,11 +118,48 @@ def hang_inside_claim() -> None:
     time.sleep(120)
 
 
+def crash_before_deferred_completion() -> None:
+    """Claim, run the tool, complete with a deferred write, and die before any batch carried it."""
+    store = SQLiteStore(JOB["db"], synchronous="FULL", group_commit=True, defer_completion=True)
+    assert store._committer is not None
+    store._committer.flush_after_s = 3600
+    store.begin_effect(
+        JOB["key"], tool="issue_refund", transaction_id="O1", amount=50, currency=None, args_sha256=JOB["sha"]
+    )
+    refund("O1", 50, JOB["key"])
+    store.complete_effect(JOB["key"], '{"status": "issued"}')
+    os._exit(1)
+
+
+def group_claims_forever() -> None:
+    """Eight threads claim keys through one group-commit store; each acknowledged claim is logged, until killed."""
+    import threading
+
+    store = SQLiteStore(JOB["db"], synchronous="FULL", group_commit=True)
+
+    def claim(thread: int) -> None:
+        i = 0
+        while True:
+            key = f"t{thread}-{i:06d}"
+            claim = store.begin_effect(
+                key, tool="issue_refund", transaction_id="O1", amount=1, currency=None, args_sha256="x"
+            )
+            if claim.created:
+                _append(JOB["acked"], key)
+            i += 1
+
+    for thread in range(8):
+        threading.Thread(target=claim, args=(thread,), daemon=True).start()
+    threading.Event().wait()
+
+
 if __name__ == "__main__":
     kinds = {
         "execute": execute,
         "crash_after_tool": crash_after_tool,
         "commit_forever": commit_forever,
         "hang_inside_claim": hang_inside_claim,
+        "group_claims_forever": group_claims_forever,
+        "crash_before_deferred_completion": crash_before_deferred_completion,
     }
     kinds[JOB["kind"]]()

@@ -21,7 +21,7 @@ from policyguard.checklist import Checklist
 from policyguard.executor import PENDING_REASON, GuardedExecutor
 from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
 from policyguard.messages import ToolCall
-from policyguard.store import Store
+from policyguard.store import SQLiteStore, Store
 from policyguard.storeurl import open_store
 
 WORKER = str(Path(__file__).with_name("store_worker.py"))
@@ -222,3 +222,63 @@ def test_a_process_killed_inside_a_claim_transaction_leaves_nothing_and_blocks_n
     assert time.monotonic() - started < 5, "the killed transaction's locks outlived it"
     assert setup.lookup("stuck") is None and [e.idempotency_key for e in setup.entries()] == ["after"]
     setup.close()
+
+
+# -- SQLite group commit (policyguard/groupcommit.py) ------------------------------------------
+
+
+def test_a_crash_before_a_deferred_completion_leaves_a_pending_claim_never_resent(tmp_path: Path) -> None:
+    """SQLite group commit: the completion was handed over as a deferred write that no batch carried yet."""
+    kind = "crash_before_deferred_completion"
+    db, effects = tmp_path / "gate.db", tmp_path / "effects.txt"
+    call = _call("c1", "k1")
+    job = {"kind": kind, "db": str(db), "effects": str(effects), "key": "k1", "sha": call.args_sha256}
+    process = _spawn(job)
+    process.join(60)
+    assert process.exitcode == 1 and len(_lines(effects)) == 1
+
+    restarted = SQLiteStore(str(db))  # the "restart": a new store on the same file
+    restarted.set_captured("O1", 1000)
+    record = restarted.lookup("k1")
+    assert record is not None and record.status == "pending"
+    assert restarted.total("O1") == 0
+
+    calls: list[dict[str, Any]] = []
+    checklist = Checklist.model_validate(
+        {
+            "policy": {"name": "refunds", "version": "sha256:" + "1" * 64},
+            "tools": {"issue_refund": {"effect": {"transaction_arg": "order_id"}}},
+        }
+    )
+    verifier = GrantVerifier(KEYS[1], nonces=restarted, current_policy_version=lambda: "v1")
+    executor = GuardedExecutor(
+        {"issue_refund": lambda **kw: calls.append(kw)}, verifier=verifier, ledger=restarted, checklist=checklist
+    )
+    retry = _call("c2", "k1")
+    result = executor.execute(retry, _issue(retry), principal="alice", resource="O1")
+    assert not result.executed and result.reason == PENDING_REASON
+    assert calls == [] and len(_lines(effects)) == 1
+
+
+def test_sigkill_during_group_commits_loses_no_acknowledged_claim(tmp_path: Path) -> None:
+    """Eight threads share batches under synchronous=FULL; a claim its caller saw is in the file after a kill."""
+    db, acked = tmp_path / "gate.db", tmp_path / "acked.txt"
+    process = _spawn({"kind": "group_claims_forever", "db": str(db), "acked": str(acked)})
+    deadline = time.monotonic() + 60
+    while len(_lines(acked)) < 200 and time.monotonic() < deadline and process.is_alive():
+        time.sleep(0.01)
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(10)
+    assert process.exitcode == -signal.SIGKILL
+
+    acknowledged = _lines(acked)
+    keys = {e.idempotency_key for e in SQLiteStore(str(db)).entries()}
+    assert len(acknowledged) >= 200
+    assert set(acknowledged) <= keys, "an acknowledged claim was lost"
+    per_thread: dict[str, list[int]] = {}
+    for key in sorted(keys):
+        thread, number = key.split("-")
+        per_thread.setdefault(thread, []).append(int(number))
+    for numbers in per_thread.values():  # each thread claims in order: a gap would be a lost commit
+        assert numbers == list(range(len(numbers)))
