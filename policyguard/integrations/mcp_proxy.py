@@ -1,0 +1,608 @@
+"""An MCP server that fronts one upstream MCP server and guards its tool calls.
+
+Point an MCP host (Claude Desktop, an IDE, any ``mcp.ClientSession``) at the
+proxy instead of the server. Tools, prompts, resources and completions are
+passed through unchanged; every ``tools/call`` and its result is recorded per
+client session as the trajectory the guard reads:
+
+* a read-only tool (checklist ``mutating: false``, or the upstream's
+  ``readOnlyHint`` when the checklist does not name the tool) goes straight to
+  the upstream;
+* a tool the upstream does not offer is refused;
+* any other call goes through :meth:`Guard.acheck` first. A block answers with
+  ``CallToolResult(isError=True)`` carrying the remediation, and the upstream
+  never sees the call.
+
+An MCP server does not see the chat, so a tool whose checklist entry has
+``procedural`` requirements (what the user said, e.g. an explicit
+confirmation) asks the user with MCP elicitation when the client supports it:
+the question and an accepted answer are recorded in the session's trajectory
+(an assistant message saying the action, then the user's yes), so the verifier
+can cite them; a decline, a cancel, an unanswered or failed elicitation blocks.
+A client without elicitation cannot be asked, and the call is blocked unless
+the operator declared that the host itself asks the user before every tool
+call (``host_confirms``).
+
+Requires the ``mcp`` extra (``pip install 'policyguard[mcp]'``); importing
+``policyguard`` never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..decision import RequirementResult
+from ..dialogue import safe_json
+from ..errors import ConfigError
+from ..guard import Guard, remediation_message
+from ..messages import Message, ToolCall, Trajectory
+from ..toolnames import unknown_tool_message
+
+CONFIRM_FIELD = "confirm"
+STDIO_SESSION = "stdio"
+_STATELESS = object()  # a request with no session: it gets a fresh, empty trajectory
+
+
+class ProxySettings(BaseModel):
+    """What the operator chose for a proxy; every default fails closed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host_confirms: bool = Field(
+        default=False,
+        description="The MCP host asks the user before every tool call; a client without elicitation then counts "
+        "as having asked (recorded as such in the trajectory). Off: such a client's calls that need the user block.",
+    )
+    elicitation_timeout_s: float = Field(default=300.0, gt=0, description="How long the user has to answer.")
+    upstream_timeout_s: float = Field(default=300.0, gt=0, description="How long one upstream request may take.")
+    max_session_calls: int = Field(
+        default=5000,
+        gt=0,
+        description="Calls one session may record; past it, guarded calls block (the history is never cut, since "
+        "a forgotten earlier call could let a repeated effect through).",
+    )
+    max_sessions: int = Field(default=1000, gt=0, description="Client sessions kept at once (HTTP).")
+    allow_unverified: bool = Field(
+        default=False,
+        description="With no verifier, requirements without a deterministic check do not block (they are listed "
+        "UNVERIFIED). Off: a call that has one blocks.",
+    )
+
+
+@dataclass
+class SessionState:
+    """One client session: its trajectory, the next call number, and a lock that orders guarded calls."""
+
+    trajectory: Trajectory = field(default_factory=Trajectory)
+    calls: int = 0
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    client: ServerSession | None = None
+
+    def next_call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        self.calls += 1
+        return ToolCall(id=f"mcp-{self.calls}", name=name, arguments=arguments)
+
+    def record(self, call: ToolCall, content: str, *, is_error: bool) -> None:
+        self.trajectory.append(Message(role="assistant", tool_calls=[call]))
+        self.trajectory.append(
+            Message(role="tool", tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
+        )
+
+
+class GuardedUpstream:
+    """The proxy's logic over a connected upstream :class:`ClientSession`, independent of the client transport."""
+
+    def __init__(self, guard: Guard, upstream: ClientSession, settings: ProxySettings | None = None) -> None:
+        self.guard = guard
+        self.upstream = upstream
+        self.settings = settings or ProxySettings()
+        self.tools: dict[str, types.Tool] = {}
+        self._sessions: dict[object, SessionState] = {}
+
+    # -- tools ----------------------------------------------------------------
+
+    async def refresh_tools(self) -> None:
+        """Read the upstream's whole tool list (all pages) into the cache the guard decisions use."""
+        tools: dict[str, types.Tool] = {}
+        cursor: str | None = None
+        for _ in range(1000):  # bounded: a server that pages forever is cut off
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self.upstream.list_tools(params=params)
+            tools.update({tool.name: tool for tool in page.tools})
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.tools = tools
+
+    async def list_tools(self, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """The upstream's answer, unchanged (names, schemas, annotations); its tools refresh the cache."""
+        result = await self.upstream.list_tools(params=params)
+        if params is None or not params.cursor:
+            self.tools = {}
+        self.tools.update({tool.name: tool for tool in result.tools})
+        return result
+
+    def is_read_only(self, name: str) -> bool:
+        """Checklist ``mutating: false``; or, when the checklist does not name the tool, the upstream's readOnlyHint."""
+        spec = self.guard.checklist.tool_spec(name)
+        if spec is not None:
+            return not spec.mutating
+        tool = self.tools.get(name)
+        return bool(tool is not None and tool.annotations is not None and tool.annotations.read_only_hint is True)
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        """Answer one ``tools/call``: pass a read through, guard anything else, record both."""
+        state = self.session(ctx)
+        arguments = dict(params.arguments or {})
+        if params.name not in self.tools:
+            await self.refresh_tools()  # the upstream may have added it since the last listing
+        async with state.lock:
+            call = state.next_call(params.name, arguments)
+            if params.name not in self.tools:
+                decision = self.guard.refuse(
+                    call,
+                    "unknown_tool",
+                    unknown_tool_message(params.name, sorted(self.tools)),
+                    error="the upstream MCP server does not offer this tool",
+                )
+                return self._blocked(state, call, decision.message or "")
+            if self.is_read_only(params.name):
+                return await self._forward(ctx, state, call, params)
+            if state.calls > self.settings.max_session_calls:
+                decision = self.guard.refuse(
+                    call,
+                    "guard",
+                    "This session has made too many calls for the guard to keep judging them, so this action was "
+                    "not performed. Start a new session.",
+                    error=f"session over {self.settings.max_session_calls} calls",
+                )
+                return self._blocked(state, call, decision.message or "")
+            refusal = self._unjudgeable(call)
+            if refusal is None:
+                refusal = await self._confirm(ctx, state, call)
+            if refusal is not None:
+                return self._blocked(state, call, refusal)
+            decision = await self.guard.acheck(call, state.trajectory)
+            if not decision.allowed:
+                return self._blocked(state, call, remediation_message(call, decision).content or "")
+            self.guard.record_execution(decision, executed=True)
+            return await self._forward(ctx, state, call, params)
+
+    async def _forward(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        state: SessionState,
+        call: ToolCall,
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult:
+        """Run the call upstream and record what came back; an upstream error is recorded and raised to the client."""
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
+
+        try:
+            result = await self.upstream.call_tool(
+                call.name,
+                call.arguments,
+                read_timeout_seconds=self.settings.upstream_timeout_s,
+                progress_callback=progress,
+                meta=params.meta,
+            )
+        except MCPError as exc:
+            state.record(call, f"Error from the upstream MCP server: {exc.error.message}", is_error=True)
+            raise
+        except Exception as exc:  # a malformed upstream answer: said to the client, never an unrecorded effect
+            state.record(call, f"Error from the upstream MCP server: {exc}", is_error=True)
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"upstream MCP server: {exc}") from None
+        if not isinstance(result, types.CallToolResult):
+            state.record(call, "Error: the upstream MCP server answered with an unsupported result", is_error=True)
+            raise MCPError(code=types.INTERNAL_ERROR, message="upstream MCP server: unsupported tools/call result")
+        state.record(call, result_text(result), is_error=bool(result.is_error))
+        return result
+
+    def _blocked(self, state: SessionState, call: ToolCall, text: str) -> types.CallToolResult:
+        state.record(call, text, is_error=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    def _unjudgeable(self, call: ToolCall) -> str | None:
+        """With no verifier, a call with a requirement only a verifier could judge blocks (unless opted in).
+
+        The gate proves the requirements that carry a ``check``; the rest would be
+        UNVERIFIED. The guard is built to let UNVERIFIED through when there is no
+        verifier (a call whose checks all hold must pass), so this is where the
+        proxy keeps the rest from passing unjudged.
+        """
+        if self.guard.verifier is not None or self.settings.allow_unverified:
+            return None
+        unjudged = [r for r in self.guard.checklist.requirements_for(call.name) if r.check is None]
+        if not unjudged:
+            return None
+        ids = ", ".join(r.id for r in unjudged)
+        message = (
+            f"This action needs a judgement only a verifier model can make ({ids}), and the guard runs without one, "
+            "so it was not performed. Tell the user it cannot be completed here."
+        )
+        results = [RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none") for r in unjudged]
+        self.guard.refuse(call, "guard", message, error="no verifier for these requirements", requirements=results)
+        return message
+
+    # -- the user's confirmation --------------------------------------------
+
+    async def _confirm(self, ctx: ServerRequestContext[Any, Any], state: SessionState, call: ToolCall) -> str | None:
+        """Obtain what only the user can say for ``call``; None to go on, or the remediation of a block."""
+        needed = [r for r in self.guard.checklist.requirements_for(call.name) if r.kind == "procedural"]
+        if not needed or await self._gate_blocks(call, state.trajectory):
+            return None  # nothing to ask, or the guard blocks anyway: never ask the user for a refused action
+        question = confirmation_question(call, self.tools.get(call.name))
+        unverified = [RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none") for r in needed]
+        if not supports_elicitation(ctx.session):
+            if not self.settings.host_confirms:
+                message = (
+                    "This action needs the user's own word (" + ", ".join(r.id for r in needed) + "), and this MCP "
+                    "client cannot ask the user (it does not support elicitation), so it was not performed. "
+                    "Tell the user it has to be done another way."
+                )
+                self.guard.refuse(call, "guard", message, error="client has no elicitation", requirements=unverified)
+                return message
+            state.trajectory.append(Message(role="assistant", content=question))
+            state.trajectory.append(
+                Message(
+                    role="user",
+                    content="[recorded by the MCP proxy: the operator declared that the MCP host asks the user to "
+                    "approve every tool call (--host-confirms); the proxy did not see that approval itself]",
+                )
+            )
+            return None
+        answer = await self._elicit(ctx, question)
+        if answer is not True:
+            message = (
+                f"The user did not confirm this action ({answer}), so it was not performed. "
+                "Do not retry it unless the user asks for it again."
+            )
+            self.guard.refuse(call, "approver", message, error=f"elicitation: {answer}", requirements=unverified)
+            return message
+        state.trajectory.append(Message(role="assistant", content=question))
+        state.trajectory.append(Message(role="user", content="Yes, I confirm this action."))
+        return None
+
+    async def _gate_blocks(self, call: ToolCall, trajectory: Trajectory) -> bool:
+        """Whether the deterministic gate alone already blocks ``call`` (then the user is not asked)."""
+        gate = self.guard.gate
+        if gate is None:
+            return False
+        try:
+            decision = gate.check(call, trajectory, self.guard.context())
+        except Exception:  # the guard's own check will block it and say why
+            return True
+        return decision.outcome in ("block", "halt")
+
+    async def _elicit(self, ctx: ServerRequestContext[Any, Any], question: str) -> bool | str:
+        """True when the user accepted with ``confirm: true``; otherwise a few words saying what happened."""
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                CONFIRM_FIELD: {
+                    "type": "boolean",
+                    "title": "Confirm",
+                    "description": "Yes: perform exactly this action.",
+                }
+            },
+            "required": [CONFIRM_FIELD],
+        }
+        try:
+            with anyio.fail_after(self.settings.elicitation_timeout_s):
+                result = await ctx.session.elicit_form(question, schema, related_request_id=ctx.request_id)
+        except TimeoutError:
+            return "no answer in time"
+        except Exception as exc:  # an error from the client, a closed channel: nobody confirmed
+            return f"the confirmation request failed: {exc}"
+        if result.action != "accept":
+            return "declined" if result.action == "decline" else "cancelled"
+        content = result.content or {}
+        if content.get(CONFIRM_FIELD) is not True:
+            return "answered without confirming"
+        return True
+
+    # -- sessions -------------------------------------------------------------
+
+    def session(self, ctx: ServerRequestContext[Any, Any]) -> SessionState:
+        """The state of the client session ``ctx`` belongs to (stdio: the one client; HTTP: by session id)."""
+        key = session_key(ctx)
+        if key is _STATELESS:
+            state = SessionState(client=ctx.session)
+            return state
+        known = self._sessions.get(key)
+        if known is None:
+            if len(self._sessions) >= self.settings.max_sessions:
+                raise MCPError(code=types.INTERNAL_ERROR, message="the guard proxy has too many client sessions")
+            known = self._sessions[key] = SessionState()
+        known.client = ctx.session
+        return known
+
+    def clients(self) -> list[ServerSession]:
+        return [state.client for state in self._sessions.values() if state.client is not None]
+
+    async def notify_clients(self, message: Any) -> None:
+        """Pass an upstream notification on to every client session (progress travels with its own request)."""
+        skipped = (types.ProgressNotification, types.CancelledNotification, types.SubscriptionsAcknowledgedNotification)
+        if isinstance(message, Exception) or isinstance(message, skipped):
+            return
+        for client in self.clients():
+            try:
+                await client.send_notification(message)
+            except Exception as exc:  # one gone client must not stop the others
+                print(f"policyguard: mcp-proxy: could not pass a notification on: {exc}", file=sys.stderr)
+
+
+def session_key(ctx: ServerRequestContext[Any, Any]) -> object:
+    """stdio serves one client per process; HTTP names the session in a header the transport has validated."""
+    request = ctx.request
+    if request is None:
+        return STDIO_SESSION
+    headers = getattr(request, "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    return session_id if session_id else _STATELESS
+
+
+def supports_elicitation(session: ServerSession) -> bool:
+    """Whether the client declared form elicitation and this request can carry a server-to-client request."""
+    capabilities = session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None or not session.can_send_request:
+        return False
+    elicitation = capabilities.elicitation
+    return elicitation.form is not None or elicitation.url is None  # an empty object means form (2025-06)
+
+
+def confirmation_question(call: ToolCall, tool: types.Tool | None) -> str:
+    """What the user is asked: the tool and its exact arguments, one line, nothing that can fake structure."""
+    title = tool.title if tool is not None and tool.title else None
+    shown = f"{safe_json(call.name)}" + (f" ({safe_json(title)})" if title else "")
+    return (
+        f"The assistant wants to run the tool {shown} with these arguments: {safe_json(call.arguments)}. "
+        "Do you confirm this action?"
+    )
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """The result as the guard reads it: the text the agent sees, or the structured content as JSON."""
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if len(texts) == 1 and len(result.content) == 1:
+        return texts[0]
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    parts = [b.text if isinstance(b, types.TextContent) else f"[{b.type} content]" for b in result.content]
+    return "\n".join(parts)
+
+
+# -- the MCP server -------------------------------------------------------------
+
+
+def _forwarder(
+    upstream: ClientSession, request_type: Any, result_type: Any, timeout: float
+) -> Callable[[Any, Any], Awaitable[Any]]:
+    """A handler that sends the same request upstream and returns its answer (errors included) unchanged."""
+
+    async def handler(ctx: Any, params: Any) -> Any:
+        request = request_type(params=params) if params is not None else request_type()
+        return await upstream.send_request(request, result_type, request_read_timeout_seconds=timeout)
+
+    return handler
+
+
+def build_server(proxy: GuardedUpstream, init: types.InitializeResult) -> tuple[Server[Any], NotificationOptions]:
+    """An MCP server with the upstream's identity and capabilities, whose tool calls go through ``proxy``."""
+    upstream, timeout = proxy.upstream, proxy.settings.upstream_timeout_s
+    caps = init.capabilities
+    handlers: dict[str, Any] = {}
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return await proxy.list_tools(params)
+
+    handlers["on_list_tools"] = list_tools
+    handlers["on_call_tool"] = proxy.call_tool
+    if caps.prompts is not None:
+        handlers["on_list_prompts"] = _forwarder(upstream, types.ListPromptsRequest, types.ListPromptsResult, timeout)
+        handlers["on_get_prompt"] = _forwarder(upstream, types.GetPromptRequest, types.GetPromptResult, timeout)
+    if caps.resources is not None:
+        handlers["on_list_resources"] = _forwarder(
+            upstream, types.ListResourcesRequest, types.ListResourcesResult, timeout
+        )
+        handlers["on_list_resource_templates"] = _forwarder(
+            upstream, types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult, timeout
+        )
+        handlers["on_read_resource"] = _forwarder(
+            upstream, types.ReadResourceRequest, types.ReadResourceResult, timeout
+        )
+        if caps.resources.subscribe:
+            handlers["on_subscribe_resource"] = _forwarder(upstream, types.SubscribeRequest, types.EmptyResult, timeout)
+            handlers["on_unsubscribe_resource"] = _forwarder(
+                upstream, types.UnsubscribeRequest, types.EmptyResult, timeout
+            )
+    if caps.completions is not None:
+        handlers["on_completion"] = _forwarder(upstream, types.CompleteRequest, types.CompleteResult, timeout)
+    info = init.server_info
+    server: Server[Any] = Server(
+        info.name, version=info.version, title=info.title, instructions=init.instructions, **handlers
+    )
+    options = NotificationOptions(
+        prompts_changed=bool(caps.prompts and caps.prompts.list_changed),
+        resources_changed=bool(caps.resources and caps.resources.list_changed),
+        tools_changed=bool(caps.tools and caps.tools.list_changed),
+    )
+    return server, options
+
+
+# -- running it -----------------------------------------------------------------
+
+
+class UpstreamSpec(BaseModel):
+    """Where the upstream server is: a command to start (stdio) or a streamable HTTP URL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: list[str] = Field(default_factory=list)
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="Variables passed to an upstream command.")
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    ping_interval_s: float = Field(default=5.0, gt=0, description="How often an HTTP upstream is checked.")
+
+
+class ProxyStopped(Exception):
+    """The proxy stopped serving for a reason its operator must see (the upstream went away)."""
+
+
+@asynccontextmanager
+async def connect_upstream(
+    spec: UpstreamSpec, message_handler: MessageHandlerFnT
+) -> AsyncIterator[tuple[ClientSession, types.InitializeResult, anyio.Event]]:
+    """A session with the upstream, its initialize result, and an event set when the upstream goes away."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    gone = anyio.Event()
+    async with AsyncExitStack() as stack:
+        if spec.url is not None:
+            read, write = await stack.enter_async_context(streamable_http_client(spec.url))
+        else:
+            parameters = StdioServerParameters(command=spec.command[0], args=spec.command[1:], env=spec.env)
+            try:
+                read, write = await stack.enter_async_context(stdio_client(parameters))
+            except OSError as exc:
+                why = exc.strerror or exc
+                raise ConfigError(f"cannot start the upstream command {spec.command[0]!r}: {why}") from None
+        relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+
+        async def relay() -> None:
+            """Everything the upstream sends, passed on; its end is what tells the proxy the upstream died."""
+            async with relay_send:
+                async for item in read:
+                    await relay_send.send(item)
+            gone.set()
+
+        tasks.start_soon(relay)
+        stack.callback(tasks.cancel_scope.cancel)
+        session = await stack.enter_async_context(ClientSession(relay_receive, write, message_handler=message_handler))
+        try:
+            with anyio.fail_after(spec.startup_timeout_s):
+                init = await session.initialize()
+        except TimeoutError:
+            waited = f"{spec.startup_timeout_s:g} s"
+            raise ConfigError(f"the upstream MCP server did not answer initialize within {waited}") from None
+        except MCPError as exc:
+            raise ConfigError(f"the upstream MCP server refused initialize: {exc.error.message}") from None
+        if spec.url is not None:
+
+            async def watch() -> None:
+                while True:
+                    await anyio.sleep(spec.ping_interval_s)
+                    try:
+                        await session.send_ping()
+                    except Exception:
+                        gone.set()
+                        return
+
+            tasks.start_soon(watch)
+        yield session, init, gone
+
+
+async def serve(
+    guard: Guard,
+    upstream: UpstreamSpec,
+    *,
+    settings: ProxySettings | None = None,
+    listen: tuple[str, int] | None = None,
+    announce: Callable[[str], None] = lambda line: print(f"policyguard: mcp-proxy: {line}", file=sys.stderr),
+) -> None:
+    """Serve the guarded upstream over stdio (``listen=None``) or streamable HTTP until the client leaves.
+
+    Raises :class:`ProxyStopped` when the upstream goes away (after the answers to calls in flight went out),
+    and :class:`~policyguard.errors.ConfigError` when the upstream cannot be started or reached.
+    """
+    holder: list[GuardedUpstream] = []
+
+    async def on_upstream_message(message: IncomingMessage) -> None:
+        if holder:
+            await holder[0].notify_clients(message)
+
+    stopped: list[str] = []
+    async with connect_upstream(upstream, on_upstream_message) as (session, init, gone):
+        proxy = GuardedUpstream(guard, session, settings)
+        holder.append(proxy)
+        await proxy.refresh_tools()
+        server, options = build_server(proxy, init)
+        async with anyio.create_task_group() as tasks:
+            stop_http: list[Callable[[], None]] = []
+
+            async def watchdog() -> None:
+                await gone.wait()
+                await anyio.sleep(0.5)  # the answers to calls that were in flight go out first
+                stopped.append("the upstream MCP server closed the connection (it exited or stopped answering)")
+                for stop in stop_http:
+                    stop()
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(watchdog)
+            name = init.server_info.name
+            if listen is None:
+                announce(f"guarding {name!r} ({len(proxy.tools)} tools) on stdio")
+                await _serve_stdio(server, options)
+            else:
+                await _serve_http(server, listen, announce, stop_http, name)
+            tasks.cancel_scope.cancel()
+    if stopped:
+        raise ProxyStopped(stopped[0])
+
+
+async def _serve_stdio(server: Server[Any], options: NotificationOptions) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options(options))
+
+
+async def _serve_http(
+    server: Server[Any],
+    listen: tuple[str, int],
+    announce: Callable[[str], None],
+    stop: list[Callable[[], None]],
+    name: str,
+) -> None:
+    import socket
+
+    import uvicorn
+
+    host, port = listen
+    app = server.streamable_http_app(host=host)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"--listen {host}:{port}: cannot listen there: {exc.strerror or exc}") from None
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    stop.append(lambda: setattr(http, "should_exit", True))
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    announce(f"guarding {name!r} on http://{shown}:{bound}/mcp")
+    try:
+        await http.serve(sockets=[sock])
+    finally:
+        sock.close()
