@@ -10,8 +10,12 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..guard import Guard
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -134,11 +138,12 @@ def run(args: argparse.Namespace) -> int:
     )
     env = {name: os.environ[name] for name in args.pass_env if name in os.environ}
     upstream = mcp_proxy.UpstreamSpec(command=command, url=args.upstream_url, env=env)
+
+    def gone(reason: str) -> None:
+        _stop(guard, f"policyguard: mcp-proxy: stopped: {reason}")
+
     try:
-        anyio.run(lambda: mcp_proxy.serve(guard, upstream, settings=settings, listen=listen))
-    except mcp_proxy.ProxyStopped as exc:
-        print(f"policyguard: mcp-proxy: stopped: {exc}", file=sys.stderr)
-        return 1
+        anyio.run(lambda: mcp_proxy.serve(guard, upstream, settings=settings, listen=listen, on_upstream_gone=gone))
     except BaseExceptionGroup as group:  # task groups wrap what failed; say the first real error in one line
         raise _first_error(group) from None
     except KeyboardInterrupt:
@@ -148,7 +153,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _stop(guard: Guard, message: str) -> NoReturn:
+    """Say why and end the process now, from inside the event loop.
+
+    The stdio transport reads stdin in a worker thread that returns only when the client closes its end,
+    and the event loop's shutdown waits for that thread: a normal exit would leave the proxy running,
+    silent, after its upstream died.
+    """
+    print(message, file=sys.stderr)
+    guard.trace.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def _guard(args: argparse.Namespace) -> Guard:  # type: ignore[no-untyped-def]
     from ..guard import Guard
 
     try:

@@ -527,11 +527,15 @@ async def serve(
     settings: ProxySettings | None = None,
     listen: tuple[str, int] | None = None,
     announce: Callable[[str], None] = lambda line: print(f"policyguard: mcp-proxy: {line}", file=sys.stderr),
+    on_upstream_gone: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the guarded upstream over stdio (``listen=None``) or streamable HTTP until the client leaves.
 
-    Raises :class:`ProxyStopped` when the upstream goes away (after the answers to calls in flight went out),
-    and :class:`~policyguard.errors.ConfigError` when the upstream cannot be started or reached.
+    When the upstream goes away (and the answers to calls in flight went out), ``on_upstream_gone`` is
+    called with the reason, from inside the event loop; without it, serving stops and :class:`ProxyStopped`
+    is raised. A stdio client's read of stdin cannot be interrupted, so the CLI passes a callback that
+    ends the process. Raises :class:`~policyguard.errors.ConfigError` when the upstream cannot be started
+    or reached.
     """
     holder: list[GuardedUpstream] = []
 
@@ -551,7 +555,10 @@ async def serve(
             async def watchdog() -> None:
                 await gone.wait()
                 await anyio.sleep(0.5)  # the answers to calls that were in flight go out first
-                stopped.append("the upstream MCP server closed the connection (it exited or stopped answering)")
+                reason = "the upstream MCP server closed the connection (it exited or stopped answering)"
+                if on_upstream_gone is not None:
+                    on_upstream_gone(reason)
+                stopped.append(reason)
                 for stop in stop_http:
                     stop()
                 tasks.cancel_scope.cancel()
