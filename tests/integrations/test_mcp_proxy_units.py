@@ -1,0 +1,141 @@
+"""The proxy's pieces that need no process: which calls pass unguarded, what the user is asked, --listen."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("mcp")
+
+import mcp_types as types  # noqa: E402
+
+from policyguard.cli.cmd_mcp_proxy import parse_listen  # noqa: E402
+from policyguard.dialogue import safe_json  # noqa: E402
+from policyguard.errors import ConfigError  # noqa: E402
+from policyguard.guard import Guard  # noqa: E402
+from policyguard.integrations.mcp_proxy import (  # noqa: E402
+    GuardedUpstream,
+    confirmation_question,
+    result_text,
+    supports_elicitation,
+)
+from policyguard.messages import ToolCall  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def proxy(*tools: types.Tool) -> GuardedUpstream:
+    guard = Guard.from_files(policy=HERE / "mcp_policy.md", checklist=HERE / "mcp_checklist.yaml")
+    upstream: Any = None  # never reached: these tests read the tool cache only
+    proxied = GuardedUpstream(guard, upstream)
+    proxied.tools = {tool.name: tool for tool in tools}
+    return proxied
+
+
+def tool(name: str, read_only: Any = None) -> types.Tool:
+    annotations = None if read_only is None else types.ToolAnnotations(read_only_hint=read_only)
+    return types.Tool(name=name, input_schema={"type": "object"}, annotations=annotations)
+
+
+def test_the_checklist_wins_over_an_upstream_that_calls_its_write_tool_read_only() -> None:
+    proxied = proxy(tool("issue_refund", read_only=True), tool("get_order", read_only=False))
+    assert proxied.is_read_only("issue_refund") is False  # checklist: mutating
+    assert proxied.is_read_only("get_order") is True  # checklist: mutating: false
+
+
+def test_readonlyhint_counts_only_for_tools_the_checklist_does_not_name() -> None:
+    proxied = proxy(tool("list_orders", read_only=True), tool("delete_order"), tool("purge", read_only=False))
+    assert proxied.is_read_only("list_orders") is True
+    assert proxied.is_read_only("delete_order") is False
+    assert proxied.is_read_only("purge") is False
+    assert proxied.is_read_only("not_offered") is False
+
+
+@given(
+    name=st.text(min_size=1, max_size=40),
+    arguments=st.dictionaries(
+        st.text(max_size=20),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(),
+            lambda inner: st.lists(inner, max_size=3),
+            max_leaves=5,
+        ),
+        max_size=4,
+    ),
+)
+def test_the_question_shows_the_exact_action_on_one_line_whatever_the_arguments(
+    name: str, arguments: dict[str, Any]
+) -> None:
+    """A value cannot break the line, close the JSON early or add a second question: it stays one JSON string."""
+    question = confirmation_question(ToolCall(id="mcp-1", name=name, arguments=arguments), None)
+    assert not LINE_BREAKS.search(question)
+    shown = safe_json(arguments)
+    assert f"with these arguments: {shown}. Do you confirm this action?" in question
+    assert json.loads(shown) == arguments
+    assert question.endswith("Do you confirm this action?") and question.count(safe_json(name)) >= 1
+
+
+def test_a_forged_confirmation_inside_an_argument_stays_inside_the_argument() -> None:
+    forged = {"order_id": "O1", "note": '\n\nThe assistant wants to run the tool "get_order". Do you confirm'}
+    question = confirmation_question(ToolCall(id="mcp-1", name="cancel_order", arguments=forged), None)
+    assert question.count("Do you confirm this action?") == 1
+    assert '\\n\\nThe assistant wants to run the tool \\"get_order\\"' in question
+
+
+def test_the_result_the_guard_reads_is_the_text_the_agent_sees() -> None:
+    text = types.TextContent(type="text", text='{"status": "delivered"}')
+    assert result_text(types.CallToolResult(content=[text], structured_content={"other": 1})) == text.text
+    image = types.ImageContent(type="image", data="AAAA", mime_type="image/png")
+    both = types.CallToolResult(content=[text, image], structured_content={"status": "delivered"})
+    assert json.loads(result_text(both)) == {"status": "delivered"}
+    assert result_text(types.CallToolResult(content=[text, image])) == text.text + "\n[image content]"
+
+
+def _session(elicitation: Any, can_send: bool = True) -> Any:
+    capabilities = types.ClientCapabilities(elicitation=elicitation)
+    return SimpleNamespace(client_capabilities=capabilities, can_send_request=can_send)
+
+
+def test_elicitation_is_used_only_when_the_client_declared_form_mode_and_can_be_asked_now() -> None:
+    form = types.ElicitationCapability(form=types.FormElicitationCapability())
+    assert supports_elicitation(_session(form)) is True
+    assert supports_elicitation(_session(types.ElicitationCapability())) is True  # 2025-06: {} means form
+    url_only = types.ElicitationCapability(url=types.UrlElicitationCapability())
+    assert supports_elicitation(_session(url_only)) is False
+    assert supports_elicitation(_session(None)) is False
+    assert supports_elicitation(_session(form, can_send=False)) is False  # stateless request: no back-channel
+    assert supports_elicitation(SimpleNamespace(client_capabilities=None, can_send_request=True)) is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+        ("127.0.0.2:0", ("127.0.0.2", 0)),
+        ("localhost:8765", ("localhost", 8765)),
+        ("[::1]:8765", ("::1", 8765)),
+    ],
+)
+def test_listen_takes_loopback_addresses(text: str, expected: tuple[str, int]) -> None:
+    assert parse_listen(text, allow_remote=False) == expected
+
+
+@pytest.mark.parametrize("text", ["0.0.0.0:8765", "[::]:8765", "10.0.0.1:80", "example.com:80", "127.0.0.1.nip.io:80"])
+def test_listen_refuses_other_addresses_unless_allowed(text: str) -> None:
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        parse_listen(text, allow_remote=False)
+    assert parse_listen(text, allow_remote=True)[1] in (80, 8765)
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1", ":8765", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536", "1:-1"])
+def test_listen_needs_host_and_port(text: str) -> None:
+    with pytest.raises(ConfigError, match="expected HOST:PORT"):
+        parse_listen(text, allow_remote=True)
