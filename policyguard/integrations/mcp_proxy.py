@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import sys
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,8 +54,7 @@ from ..messages import Message, ToolCall, Trajectory
 from ..toolnames import unknown_tool_message
 
 CONFIRM_FIELD = "confirm"
-STDIO_SESSION = "stdio"
-_STATELESS = object()  # a request with no session: it gets a fresh, empty trajectory
+_STATE_KEY = "policyguard.mcp_proxy"  # our entry in the SDK's per-connection scratch dict
 
 
 class ProxySettings(BaseModel):
@@ -75,7 +75,6 @@ class ProxySettings(BaseModel):
         description="Calls one session may record; past it, guarded calls block (the history is never cut, since "
         "a forgotten earlier call could let a repeated effect through).",
     )
-    max_sessions: int = Field(default=1000, gt=0, description="Client sessions kept at once (HTTP).")
     allow_unverified: bool = Field(
         default=False,
         description="With no verifier, requirements without a deterministic check do not block (they are listed "
@@ -111,7 +110,8 @@ class GuardedUpstream:
         self.upstream = upstream
         self.settings = settings or ProxySettings()
         self.tools: dict[str, types.Tool] = {}
-        self._sessions: dict[object, SessionState] = {}
+        self._stdio: SessionState | None = None
+        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()  # HTTP clients, for upstream notifications
 
     # -- tools ----------------------------------------------------------------
 
@@ -320,21 +320,36 @@ class GuardedUpstream:
     # -- sessions -------------------------------------------------------------
 
     def session(self, ctx: ServerRequestContext[Any, Any]) -> SessionState:
-        """The state of the client session ``ctx`` belongs to (stdio: the one client; HTTP: by session id)."""
-        key = session_key(ctx)
-        if key is _STATELESS:
-            state = SessionState(client=ctx.session)
-            return state
-        known = self._sessions.get(key)
-        if known is None:
-            if len(self._sessions) >= self.settings.max_sessions:
-                raise MCPError(code=types.INTERNAL_ERROR, message="the guard proxy has too many client sessions")
-            known = self._sessions[key] = SessionState()
-        known.client = ctx.session
-        return known
+        """The state of the client session ``ctx`` belongs to.
+
+        stdio serves one client per process, so the process holds its state. Over
+        HTTP the state lives in the SDK's per-client connection (``Connection.state``),
+        never keyed by a header: a stateful session keeps its history for its life,
+        and a stateless (2026-07-28 era) request is a connection of its own, so it
+        starts from an empty trajectory (writes that need earlier reads block).
+        """
+        if ctx.request is None:
+            if self._stdio is None:
+                self._stdio = SessionState()
+            state = self._stdio
+        else:
+            connection = getattr(ctx.session, "_connection", None)  # where the SDK keeps the per-client Connection
+            scratch = getattr(connection, "state", None)
+            if not isinstance(scratch, dict):
+                return SessionState(client=ctx.session)  # no connection to hold history: start empty (fail closed)
+            held = scratch.get(_STATE_KEY)
+            if not isinstance(held, SessionState):
+                held = scratch[_STATE_KEY] = SessionState()
+                self._connections.add(connection)
+            state = held
+        state.client = ctx.session
+        return state
 
     def clients(self) -> list[ServerSession]:
-        return [state.client for state in self._sessions.values() if state.client is not None]
+        """The client sessions still connected (the last request's session of each)."""
+        states = [self._stdio] if self._stdio is not None else []
+        states += [c.state.get(_STATE_KEY) for c in list(self._connections)]
+        return [s.client for s in states if isinstance(s, SessionState) and s.client is not None]
 
     async def notify_clients(self, message: Any) -> None:
         """Pass an upstream notification on to every client session (progress travels with its own request)."""
@@ -346,16 +361,6 @@ class GuardedUpstream:
                 await client.send_notification(message)
             except Exception as exc:  # one gone client must not stop the others
                 print(f"policyguard: mcp-proxy: could not pass a notification on: {exc}", file=sys.stderr)
-
-
-def session_key(ctx: ServerRequestContext[Any, Any]) -> object:
-    """stdio serves one client per process; HTTP names the session in a header the transport has validated."""
-    request = ctx.request
-    if request is None:
-        return STDIO_SESSION
-    headers = getattr(request, "headers", None)
-    session_id = headers.get("mcp-session-id") if headers is not None else None
-    return session_id if session_id else _STATELESS
 
 
 def supports_elicitation(session: ServerSession) -> bool:

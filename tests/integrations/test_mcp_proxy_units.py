@@ -139,3 +139,29 @@ def test_listen_refuses_other_addresses_unless_allowed(text: str) -> None:
 def test_listen_needs_host_and_port(text: str) -> None:
     with pytest.raises(ConfigError, match="expected HOST:PORT"):
         parse_listen(text, allow_remote=True)
+
+
+class _Connection:
+    def __init__(self) -> None:
+        self.state: dict[str, Any] = {}
+
+
+def _ctx(connection: Any, session_header: str | None = "s-1") -> Any:
+    headers = {"mcp-session-id": session_header} if session_header else {}
+    return SimpleNamespace(request=SimpleNamespace(headers=headers), session=SimpleNamespace(_connection=connection))
+
+
+def test_http_history_follows_the_connection_never_a_header_a_request_can_forge() -> None:
+    proxied, first, other = proxy(), _Connection(), _Connection()
+    mine = proxied.session(_ctx(first))
+    assert proxied.session(_ctx(first)) is mine  # the same client session keeps its history
+    assert proxied.session(_ctx(other)) is not mine  # same Mcp-Session-Id header, another connection
+    assert proxied.session(_ctx(other, session_header=None)) is proxied.session(_ctx(other))
+    unknown = SimpleNamespace(request=SimpleNamespace(headers={}), session=SimpleNamespace())
+    assert proxied.session(unknown) is not proxied.session(unknown)  # nowhere to keep history: always empty
+
+
+def test_a_stdio_proxy_serves_one_client_with_one_history() -> None:
+    proxied = proxy()
+    stdio = SimpleNamespace(request=None, session=SimpleNamespace())
+    assert proxied.session(stdio) is proxied.session(SimpleNamespace(request=None, session=SimpleNamespace()))
