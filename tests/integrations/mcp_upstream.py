@@ -8,7 +8,7 @@ Tools: ``get_order`` (readOnlyHint; order ``CRASH`` makes the process exit
 at once, for the crash test), ``list_orders`` (readOnlyHint, not in the test
 checklist), ``issue_refund`` and ``cancel_order`` (writes), ``delete_order`` (a
 write the checklist does not name), ``fail_upstream`` (raises, for error
-pass-through). One prompt (``refund_request``) and one resource (``orders://O1``).
+pass-through), ``announce`` (sends a progress report and a notification). One prompt (``refund_request``) and one resource (``orders://O1``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 ORDERS: dict[str, dict[str, Any]] = {
@@ -71,6 +71,13 @@ def build(log: Path) -> MCPServer:
     def fail_upstream() -> str:
         """Always fails."""
         raise ValueError("the shop database is down")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def announce(ctx: Context) -> str:
+        """Report progress on this call and tell every client the resource list changed."""
+        await ctx.report_progress(1, 2, "half way")
+        await ctx.session.send_resource_list_changed()
+        return "announced"
 
     @server.prompt(title="Refund request")
     def refund_request(order_id: str) -> str:

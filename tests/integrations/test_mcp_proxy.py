@@ -228,6 +228,34 @@ def test_an_upstream_protocol_error_reaches_the_client_unchanged(tmp_path: Path)
     assert (via.error.code, via.error.message) == (plain.error.code, plain.error.message)
 
 
+def test_upstream_progress_and_notifications_reach_the_client(tmp_path: Path) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+    notes: list[Any] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async def body() -> types.CallToolResult:
+        params = StdioServerParameters(command=PY, args=proxy_args(tmp_path / "log"), env=_env(), cwd=str(ROOT))
+        with (tmp_path / "proxy.err").open("w") as err:
+            async with stdio_client(params, errlog=err) as (read, write):
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    await session.initialize()
+                    result = await session.call_tool("announce", {}, progress_callback=on_progress)
+                    with anyio.fail_after(WAIT):
+                        while not notes:
+                            await anyio.sleep(0.05)
+                    return result
+
+    result = run(body)
+    assert not result.is_error and text(result) == "announced"
+    assert progress == [(1.0, 2.0, "half way")]
+    assert any(isinstance(n, types.ResourceListChangedNotification) for n in notes), notes
+
+
 def test_a_failing_upstream_tool_returns_its_error_result(tmp_path: Path) -> None:
     async def body() -> types.CallToolResult:
         async with stdio_proxy(tmp_path / "log") as proxied:
