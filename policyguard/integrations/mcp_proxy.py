@@ -30,6 +30,7 @@ Requires the ``mcp`` extra (``pip install 'policyguard[mcp]'``); importing
 from __future__ import annotations
 
 import json
+import re
 import sys
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,14 +47,16 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..checklist import is_glob
 from ..decision import RequirementResult
 from ..dialogue import safe_json
 from ..errors import ConfigError
 from ..guard import Guard, remediation_message
 from ..messages import Message, ToolCall, Trajectory
-from ..toolnames import unknown_tool_message
+from ..toolnames import fold, unknown_tool_message
 
 CONFIRM_FIELD = "confirm"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 _STATE_KEY = "policyguard.mcp_proxy"  # our entry in the SDK's per-connection scratch dict
 
 
@@ -72,7 +75,7 @@ class ProxySettings(BaseModel):
     max_session_calls: int = Field(
         default=5000,
         gt=0,
-        description="Calls one session may record; past it, guarded calls block (the history is never cut, since "
+        description="Calls one session may make; past it, every call is refused (the history is never cut, since "
         "a forgotten earlier call could let a repeated effect through).",
     )
     allow_unverified: bool = Field(
@@ -137,12 +140,21 @@ class GuardedUpstream:
         return result
 
     def is_read_only(self, name: str) -> bool:
-        """Checklist ``mutating: false``; or, when the checklist does not name the tool, the upstream's readOnlyHint."""
+        """Checklist ``mutating: false``; or, when the checklist does not name the tool, the upstream's readOnlyHint.
+
+        The hint counts only for a plain name (ASCII letters, digits, ``_``, ``-``, ``.``) that is no near miss
+        of a checklist key: a name the checklist misses because of a zero-width space, a lookalike letter or
+        its case is guarded, never read-only by the hint.
+        """
         spec = self.guard.checklist.tool_spec(name)
         if spec is not None:
             return not spec.mutating
         tool = self.tools.get(name)
-        return bool(tool is not None and tool.annotations is not None and tool.annotations.read_only_hint is True)
+        hinted = tool is not None and tool.annotations is not None and tool.annotations.read_only_hint is True
+        if not hinted or _PLAIN_NAME.fullmatch(name) is None:
+            return False
+        folded = fold(name)  # a near miss of a checklist key (Issue_refund) is that key in disguise
+        return not any(fold(key) == folded for key in self.guard.checklist.tools if not is_glob(key))
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         """Answer one ``tools/call``: pass a read through, guard anything else, record both."""
@@ -160,17 +172,17 @@ class GuardedUpstream:
                     error="the upstream MCP server does not offer this tool",
                 )
                 return self._blocked(state, call, decision.message or "")
-            if self.is_read_only(params.name):
-                return await self._forward(ctx, state, call, params)
             if state.calls > self.settings.max_session_calls:
                 decision = self.guard.refuse(
                     call,
                     "guard",
-                    "This session has made too many calls for the guard to keep judging them, so this action was "
+                    "This session has made too many calls for the guard to keep judging them, so this call was "
                     "not performed. Start a new session.",
                     error=f"session over {self.settings.max_session_calls} calls",
                 )
                 return self._blocked(state, call, decision.message or "")
+            if self.is_read_only(params.name):
+                return await self._forward(ctx, state, call, params)
             refusal = self._unjudgeable(call)
             if refusal is None:
                 refusal = await self._confirm(ctx, state, call)

@@ -59,6 +59,13 @@ def test_readonlyhint_counts_only_for_tools_the_checklist_does_not_name() -> Non
     assert proxied.is_read_only("not_offered") is False
 
 
+@pytest.mark.parametrize(
+    "name", ["issue_refund\u200b", "issue_refund ", "ｉssue_refund", "Issue_refund", "list orders"]
+)
+def test_readonlyhint_never_waves_through_a_disguised_name(name: str) -> None:
+    assert proxy(tool(name, read_only=True)).is_read_only(name) is False
+
+
 @given(
     name=st.text(min_size=1, max_size=40),
     arguments=st.dictionaries(
