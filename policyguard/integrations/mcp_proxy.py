@@ -599,6 +599,30 @@ async def _serve_stdio(server: Server[Any], options: NotificationOptions) -> Non
         await server.run(read, write, server.create_initialization_options(options))
 
 
+def rebinding_protection(host: str) -> Any:
+    """Host and Origin checks for a loopback listener (any 127.x or ::1), so a web page cannot rebind to it.
+
+    The SDK turns them on by itself only for 127.0.0.1, localhost and ::1. A non-loopback listener
+    (``--allow-remote``) is reached under names the proxy cannot know, so it gets none.
+    """
+    import ipaddress
+
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return None
+    names = sorted({f"[{host}]" if ":" in host else host, "127.0.0.1", "localhost", "[::1]"})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )
+
+
 async def _serve_http(
     server: Server[Any],
     listen: tuple[str, int],
@@ -611,7 +635,7 @@ async def _serve_http(
     import uvicorn
 
     host, port = listen
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(host=host, transport_security=rebinding_protection(host))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

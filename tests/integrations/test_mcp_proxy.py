@@ -538,9 +538,45 @@ def test_over_streamable_http_writes_are_guarded_and_elicitation_works(tmp_path:
 
     with background(args, "on http://127.0.0.1:", tmp_path / "proxy.err"):
         refused, cancelled = run(body)
+        rebound = _post_initialize(port, host="attacker.example")  # DNS rebinding: a web page's Host header
+        plain = _post_initialize(port, host="127.0.0.1")  # the same request under the proxy's own name
+    assert rebound >= 400 and plain == 200, (rebound, plain)
     assert refused.is_error and "refund.within_captured" in text(refused)
     assert not cancelled.is_error, text(cancelled)
     assert [e["tool"] for e in executed(log)] == ["get_order", "cancel_order"]
+
+
+def _post_initialize(port: int, host: str) -> int:
+    """The HTTP status of an initialize POST sent with the given Host header."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=body,
+        headers={
+            "Host": f"{host}:{port}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
 
 
 def test_a_streamable_http_upstream_is_guarded_the_same_way(tmp_path: Path) -> None:

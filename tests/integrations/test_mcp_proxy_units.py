@@ -23,6 +23,7 @@ from policyguard.guard import Guard  # noqa: E402
 from policyguard.integrations.mcp_proxy import (  # noqa: E402
     GuardedUpstream,
     confirmation_question,
+    rebinding_protection,
     result_text,
     supports_elicitation,
 )
@@ -172,3 +173,16 @@ def test_a_stdio_proxy_serves_one_client_with_one_history() -> None:
     proxied = proxy()
     stdio = SimpleNamespace(request=None, session=SimpleNamespace())
     assert proxied.session(stdio) is proxied.session(SimpleNamespace(request=None, session=SimpleNamespace()))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
+def test_every_loopback_listener_checks_host_and_origin_against_dns_rebinding(host: str) -> None:
+    settings = rebinding_protection(host)
+    shown = f"[{host}]" if ":" in host else host
+    assert settings.enable_dns_rebinding_protection
+    assert f"{shown}:*" in settings.allowed_hosts and f"http://{shown}:*" in settings.allowed_origins
+    assert not any("evil" in h or h.startswith("0.0.0.0") for h in settings.allowed_hosts)
+
+
+def test_a_remote_listener_gets_no_host_list_it_could_not_know() -> None:
+    assert rebinding_protection("0.0.0.0") is None
