@@ -186,3 +186,48 @@ def test_every_loopback_listener_checks_host_and_origin_against_dns_rebinding(ho
 
 def test_a_remote_listener_gets_no_host_list_it_could_not_know() -> None:
     assert rebinding_protection("0.0.0.0") is None
+
+
+def test_the_command_line_builds_the_proxy_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flags reach the proxy; the upstream command gets only the variables named with --pass-env."""
+    import policyguard.integrations.mcp_proxy as module
+    from policyguard.cli import main
+
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(guard: Guard, upstream: Any, **kwargs: Any) -> None:
+        seen.update(guard=guard, upstream=upstream, **kwargs)
+
+    monkeypatch.setattr(module, "serve", fake_serve)
+    monkeypatch.setenv("SHOP_TOKEN", "t0k3n")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-the-upstream")
+    code = main(
+        [
+            "mcp-proxy",
+            "--policy",
+            str(HERE / "mcp_policy.md"),
+            "--checklist",
+            str(HERE / "mcp_checklist.yaml"),
+            "--listen",
+            "127.0.0.1:0",
+            "--host-confirms",
+            "--elicitation-timeout",
+            "12",
+            "--upstream-timeout",
+            "34",
+            "--pass-env",
+            "SHOP_TOKEN",
+            "--pass-env",
+            "NOT_SET_ANYWHERE",
+            "--",
+            "shop-server",
+            "--flag",
+        ]
+    )
+    assert code == 0
+    assert seen["upstream"].command == ["shop-server", "--flag"] and seen["upstream"].url is None
+    assert seen["upstream"].env == {"SHOP_TOKEN": "t0k3n"}
+    assert seen["listen"] == ("127.0.0.1", 0)
+    settings = seen["settings"]
+    assert (settings.host_confirms, settings.elicitation_timeout_s, settings.upstream_timeout_s) == (True, 12, 34)
+    assert settings.allow_unverified is False and seen["guard"].verifier is None
