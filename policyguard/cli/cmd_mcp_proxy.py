@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import anyio
 
-        from ..integrations import mcp_proxy
+        from ..integrations import mcp_proxy, mcp_transport
     except ImportError as exc:
         raise ConfigError(
             f"mcp-proxy needs the MCP SDK ({exc.name} is missing): pip install 'policyguard[mcp]'"
@@ -137,13 +137,13 @@ def run(args: argparse.Namespace) -> int:
         allow_unverified=args.allow_unverified,
     )
     env = {name: os.environ[name] for name in args.pass_env if name in os.environ}
-    upstream = mcp_proxy.UpstreamSpec(command=command, url=args.upstream_url, env=env)
+    upstream = mcp_transport.UpstreamSpec(command=command, url=args.upstream_url, env=env)
 
     def gone(reason: str) -> None:
         _stop(guard, f"policyguard: mcp-proxy: stopped: {reason}")
 
     try:
-        anyio.run(lambda: mcp_proxy.serve(guard, upstream, settings=settings, listen=listen, on_upstream_gone=gone))
+        anyio.run(lambda: mcp_transport.serve(guard, upstream, settings=settings, listen=listen, on_upstream_gone=gone))
     except BaseExceptionGroup as group:  # task groups wrap what failed; say the first real error in one line
         raise _first_error(group) from None
     except KeyboardInterrupt:

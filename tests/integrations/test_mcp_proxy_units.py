@@ -23,10 +23,10 @@ from policyguard.guard import Guard  # noqa: E402
 from policyguard.integrations.mcp_proxy import (  # noqa: E402
     GuardedUpstream,
     confirmation_question,
-    rebinding_protection,
     result_text,
     supports_elicitation,
 )
+from policyguard.integrations.mcp_transport import rebinding_protection  # noqa: E402
 from policyguard.messages import ToolCall  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -190,7 +190,7 @@ def test_a_remote_listener_gets_no_host_list_it_could_not_know() -> None:
 
 def test_the_command_line_builds_the_proxy_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
     """Flags reach the proxy; the upstream command gets only the variables named with --pass-env."""
-    import policyguard.integrations.mcp_proxy as module
+    import policyguard.integrations.mcp_transport as module
     from policyguard.cli import main
 
     seen: dict[str, Any] = {}
