@@ -105,55 +105,94 @@ class ProxyStopped(Exception):
 async def connect_upstream(
     spec: UpstreamSpec, message_handler: MessageHandlerFnT
 ) -> AsyncIterator[tuple[ClientSession, types.InitializeResult, anyio.Event]]:
-    """A session with the upstream, its initialize result, and an event set when the upstream goes away."""
+    """A session with the upstream, its initialize result, and an event set when the upstream goes away.
+
+    The connection lives in a task of its own, not around the caller's code: when the upstream's
+    transport fails (an HTTP upstream refusing connections crashes the SDK's transport task group),
+    only that task ends and sets the event, instead of cancelling the caller's serving, which a
+    stdio read of stdin would hold up forever.
+    """
+    gone = anyio.Event()
+    opened = anyio.Event()
+    held: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    async def hold() -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                session, init = await _open(spec, message_handler, stack, gone)
+                held.update(session=session, init=init)
+                opened.set()
+                await gone.wait()
+        except Exception as exc:  # startup failed, or the transport died under the session
+            failed.append(exc)
+        finally:
+            gone.set()
+            opened.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(hold)
+        await opened.wait()
+        if "session" not in held:
+            raise failed[0] if failed else ConfigError("the upstream MCP server closed the connection at once")
+        try:
+            yield held["session"], held["init"], gone
+        finally:
+            tasks.cancel_scope.cancel()
+
+
+async def _open(
+    spec: UpstreamSpec, message_handler: MessageHandlerFnT, stack: AsyncExitStack, gone: anyio.Event
+) -> tuple[ClientSession, types.InitializeResult]:
+    """Connect, initialize and start watching; everything opened is closed by ``stack``."""
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
-    gone = anyio.Event()
-    async with AsyncExitStack() as stack:
-        if spec.url is not None:
-            read, write = await stack.enter_async_context(streamable_http_client(spec.url))
-        else:
-            parameters = StdioServerParameters(command=spec.command[0], args=spec.command[1:], env=spec.env)
-            try:
-                read, write = await stack.enter_async_context(stdio_client(parameters))
-            except OSError as exc:
-                why = exc.strerror or exc
-                raise ConfigError(f"cannot start the upstream command {spec.command[0]!r}: {why}") from None
-        relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
-        tasks = await stack.enter_async_context(anyio.create_task_group())
-
-        async def relay() -> None:
-            """Everything the upstream sends, passed on; its end is what tells the proxy the upstream died."""
-            async with relay_send:
-                async for item in read:
-                    await relay_send.send(item)
-            gone.set()
-
-        tasks.start_soon(relay)
-        stack.callback(tasks.cancel_scope.cancel)
-        session = await stack.enter_async_context(ClientSession(relay_receive, write, message_handler=message_handler))
+    if spec.url is not None:
+        read, write = await stack.enter_async_context(streamable_http_client(spec.url))
+    else:
+        parameters = StdioServerParameters(command=spec.command[0], args=spec.command[1:], env=spec.env)
         try:
-            with anyio.fail_after(spec.startup_timeout_s):
-                init = await session.initialize()
-        except TimeoutError:
-            waited = f"{spec.startup_timeout_s:g} s"
-            raise ConfigError(f"the upstream MCP server did not answer initialize within {waited}") from None
-        except MCPError as exc:
-            raise ConfigError(f"the upstream MCP server refused initialize: {exc.error.message}") from None
-        if spec.url is not None:
+            read, write = await stack.enter_async_context(stdio_client(parameters))
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise ConfigError(f"cannot start the upstream command {spec.command[0]!r}: {why}") from None
+    relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
+    tasks = await stack.enter_async_context(anyio.create_task_group())
 
-            async def watch() -> None:
-                while True:
-                    await anyio.sleep(spec.ping_interval_s)
-                    try:
+    async def relay() -> None:
+        """Everything the upstream sends, passed on; its end is what tells the proxy the upstream died."""
+        async with relay_send:
+            async for item in read:
+                await relay_send.send(item)
+        gone.set()
+
+    tasks.start_soon(relay)
+    stack.callback(tasks.cancel_scope.cancel)
+    session = await stack.enter_async_context(ClientSession(relay_receive, write, message_handler=message_handler))
+    try:
+        with anyio.fail_after(spec.startup_timeout_s):
+            init = await session.initialize()
+    except TimeoutError:
+        waited = f"{spec.startup_timeout_s:g} s"
+        raise ConfigError(f"the upstream MCP server did not answer initialize within {waited}") from None
+    except MCPError as exc:
+        raise ConfigError(f"the upstream MCP server refused initialize: {exc.error.message}") from None
+    if spec.url is not None:
+
+        async def watch() -> None:
+            """An HTTP upstream has no pipe that closes: ask it now and then whether it is still there."""
+            while True:
+                await anyio.sleep(spec.ping_interval_s)
+                try:
+                    with anyio.fail_after(spec.ping_interval_s):
                         await session.send_ping()
-                    except Exception:
-                        gone.set()
-                        return
+                except Exception:  # an error or no answer in time: either way it is gone
+                    gone.set()
+                    return
 
-            tasks.start_soon(watch)
-        yield session, init, gone
+        tasks.start_soon(watch)
+    return session, init
 
 
 async def serve(

@@ -8,7 +8,8 @@ Tools: ``get_order`` (readOnlyHint; order ``CRASH`` makes the process exit
 at once, for the crash test), ``list_orders`` (readOnlyHint, not in the test
 checklist), ``issue_refund`` and ``cancel_order`` (writes), ``delete_order`` (a
 write the checklist does not name), ``fail_upstream`` (raises, for error
-pass-through), ``announce`` (sends a progress report and a notification). One prompt (``refund_request``) and one resource (``orders://O1``).
+pass-through), ``announce`` (sends a progress report and a notification), ``slow_report``
+(answers late). One prompt (``refund_request``) and one resource (``orders://O1``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
@@ -78,6 +80,12 @@ def build(log: Path) -> MCPServer:
         await ctx.report_progress(1, 2, "half way")
         await ctx.session.send_resource_list_changed()
         return "announced"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    async def slow_report(seconds: float) -> str:
+        """Answer after a while (for the upstream timeout test)."""
+        await anyio.sleep(seconds)
+        return "late"
 
     @server.prompt(title="Refund request")
     def refund_request(order_id: str) -> str:

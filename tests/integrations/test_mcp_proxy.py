@@ -265,6 +265,17 @@ def test_a_failing_upstream_tool_returns_its_error_result(tmp_path: Path) -> Non
     assert result.is_error and "fail_upstream" in text(result)
 
 
+def test_an_upstream_that_does_not_answer_in_time_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    async def body() -> MCPError:
+        async with stdio_proxy(tmp_path / "log", "--upstream-timeout", "0.5") as proxied:
+            with pytest.raises(MCPError) as late:
+                await proxied.call_tool("slow_report", {"seconds": 10}, read_timeout_seconds=WAIT)
+            return late.value
+
+    error = run(body)
+    assert "timed out" in error.error.message.lower() or "timeout" in error.error.message.lower(), error.error
+
+
 # -- reads and writes -------------------------------------------------------------------------------
 
 
@@ -629,6 +640,30 @@ def test_the_proxy_exits_with_a_message_when_the_upstream_dies(tmp_path: Path) -
         "(it exited or stopped answering)"
         for line in lines
     ), lines
+
+
+def test_the_proxy_exits_with_a_message_when_an_http_upstream_dies(tmp_path: Path) -> None:
+    log, port, err = tmp_path / "log", free_port(), tmp_path / "proxy.err"
+    upstream = [PY, str(UPSTREAM), "--log", str(log), "--http", str(port)]
+    proxy = [PY, *proxy_args(log, "--upstream-url", f"http://127.0.0.1:{port}/mcp", upstream=[])]
+    with background(upstream, "Uvicorn running", tmp_path / "upstream.err") as server:
+        with err.open("wb") as errlog:
+            process = subprocess.Popen(
+                proxy, cwd=ROOT, env={**os.environ, **_env()}, stdin=subprocess.PIPE, stderr=errlog
+            )
+        try:
+            deadline = time.monotonic() + WAIT
+            while "guarding" not in err.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            server.kill()
+            server.wait(timeout=WAIT)
+            code = process.wait(timeout=WAIT)  # the proxy's ping notices within its interval (5 s)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=WAIT)
+    assert code == 1
+    assert err.read_text().splitlines()[-1].startswith("policyguard: mcp-proxy: stopped: the upstream MCP server")
 
 
 # -- the command line -------------------------------------------------------------------------------------
