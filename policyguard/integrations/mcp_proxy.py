@@ -238,6 +238,8 @@ class GuardedUpstream:
         """
         if self.guard.verifier is not None or self.settings.allow_unverified:
             return None
+        if self.guard.checklist.tool_spec(call.name) is None:
+            return None  # a tool the checklist does not name: the guard blocks it and says why
         unjudged = [r for r in self.guard.checklist.requirements_for(call.name) if r.check is None]
         if not unjudged:
             return None
@@ -254,6 +256,8 @@ class GuardedUpstream:
 
     async def _confirm(self, ctx: ServerRequestContext[Any, Any], state: SessionState, call: ToolCall) -> str | None:
         """Obtain what only the user can say for ``call``; None to go on, or the remediation of a block."""
+        if self.guard.checklist.tool_spec(call.name) is None:
+            return None  # a tool the checklist does not name: the guard blocks it, so nobody is asked
         needed = [r for r in self.guard.checklist.requirements_for(call.name) if r.kind == "procedural"]
         if not needed or await self._gate_blocks(call, state.trajectory):
             return None  # nothing to ask, or the guard blocks anyway: never ask the user for a refused action

@@ -231,3 +231,47 @@ def test_the_command_line_builds_the_proxy_it_says(monkeypatch: pytest.MonkeyPat
     settings = seen["settings"]
     assert (settings.host_confirms, settings.elicitation_timeout_s, settings.upstream_timeout_s) == (True, 12, 34)
     assert settings.allow_unverified is False and seen["guard"].verifier is None
+
+
+def test_nobody_is_asked_to_confirm_a_tool_the_checklist_does_not_name() -> None:
+    """A general procedural rule applies to every tool, but an unknown tool is blocked anyway: no question."""
+    import anyio
+
+    from policyguard import parse_checklist
+    from policyguard.canonical import policy_version
+    from policyguard.integrations.mcp_proxy import SessionState
+
+    policy = "Always confirm with the user before acting.\n"
+    checklist = parse_checklist(
+        f"""
+        policy: {{name: p, version: "{policy_version(policy)}"}}
+        general_rules:
+          - id: confirmed
+            text: The user confirmed the action.
+            kind: procedural
+            source: Always confirm with the user before acting.
+        tools:
+          get_order: {{mutating: false}}
+          cancel_order: {{}}
+        """,
+        file="inline.yaml",
+    )
+    asked: list[str] = []
+
+    async def elicit_form(message: str, schema: Any, related_request_id: Any = None) -> Any:
+        asked.append(message)
+        return types.ElicitResult(action="decline")
+
+    form = types.ElicitationCapability(form=types.FormElicitationCapability())
+    session = SimpleNamespace(
+        client_capabilities=types.ClientCapabilities(elicitation=form), can_send_request=True, elicit_form=elicit_form
+    )
+    ctx: Any = SimpleNamespace(session=session, request_id=1)
+    upstream: Any = None
+    proxied = GuardedUpstream(Guard(checklist, policy), upstream)
+
+    async def confirm(name: str) -> str | None:
+        return await proxied._confirm(ctx, SessionState(), ToolCall(id="mcp-1", name=name, arguments={}))
+
+    assert anyio.run(confirm, "delete_everything") is None and asked == []
+    assert "did not confirm" in (anyio.run(confirm, "cancel_order") or "") and len(asked) == 1
