@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .canonical import UNHASHABLE_ARGS
 from .checklist import Checklist, load_checklist
 from .counters import Counters, CounterSnapshot
-from .decision import Decision, RequirementResult, Usage
+from .decision import Decision, RequirementResult, Stage, Usage
 from .effects import approval_problem, effect_problem
 from .errors import ChecklistError, ConfigError
 from .inputs import as_call, as_trajectory
@@ -219,6 +219,30 @@ class Guard:
         except Exception as exc:
             second = _verifier_crash(exc, ids)
         return self._finish(call, trajectory, _combine(first, second), started, ids)
+
+    def refuse(
+        self,
+        call: ToolCall,
+        stage: Stage,
+        message: str,
+        *,
+        error: str | None = None,
+        requirements: Sequence[RequirementResult] = (),
+    ) -> Decision:
+        """Block ``call`` for a reason an integration found outside the guard's stages, recorded like any block.
+
+        For refusals only the integration can see: the user declined to confirm
+        the action, or the tool is not one the upstream server offers. The block
+        goes through the same counters, trace events and deny store as a
+        :meth:`check` block, and advisory mode (``strict=False``) never softens it.
+        """
+        started = time.perf_counter()
+        ids = _ids(call)
+        self.trace.emit("submit", **ids)
+        decision = Decision.block(stage, message, error=error, requirements=list(requirements), **ids)
+        self._count(decision, False)
+        self._record(decision, False, time.perf_counter() - started, ids)
+        return decision
 
     def record_execution(
         self, decision: Decision, *, executed: bool, error: str | None = None, emit_event: bool = True

@@ -44,7 +44,7 @@ def test_every_argument_of_every_command_has_help() -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize("path", ["verify", "checklist generate"])
+@pytest.mark.parametrize("path", ["verify", "checklist generate", "mcp-proxy"])
 def test_model_help_lists_every_spec_kind(path: str) -> None:
     text = _help_of(path, "--model")
     for kind in (*MODEL_SPECS, "none"):

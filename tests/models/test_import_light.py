@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("litellm", "openai", "anthropic")
+HEAVY = ("litellm", "openai", "anthropic", "mcp", "mcp_types")
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -29,3 +29,8 @@ def test_importing_the_verifier_and_backend_modules_loads_no_sdk() -> None:
         "LiteLLMModel('openai/gpt-4o-mini'); OpenAIModel('gpt-4o-mini'); AnthropicModel('claude-sonnet-4-5')"
     )
     assert _loaded_after(code) == []
+
+
+def test_the_command_line_loads_no_integration_sdk_until_a_command_runs() -> None:
+    """``policyguard --help`` builds every parser, mcp-proxy's included, without the MCP SDK."""
+    assert _loaded_after("from policyguard.cli import build_parser\nbuild_parser()") == []

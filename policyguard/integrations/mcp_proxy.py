@@ -1,0 +1,407 @@
+"""An MCP server that fronts one upstream MCP server and guards its tool calls.
+
+Point an MCP host (Claude Desktop, an IDE, any ``mcp.ClientSession``) at the
+proxy instead of the server. Tools, prompts, resources and completions are
+passed through unchanged; every ``tools/call`` and its result is recorded per
+client session as the trajectory the guard reads:
+
+* a read-only tool (checklist ``mutating: false``, or the upstream's
+  ``readOnlyHint`` when the checklist does not name the tool) goes straight to
+  the upstream;
+* a tool the upstream does not offer is refused;
+* any other call goes through :meth:`Guard.acheck` first. A block answers with
+  ``CallToolResult(isError=True)`` carrying the remediation, and the upstream
+  never sees the call.
+
+An MCP server does not see the chat, so a tool whose checklist entry has
+``procedural`` requirements (what the user said, e.g. an explicit
+confirmation) asks the user with MCP elicitation when the client supports it:
+the question and an accepted answer are recorded in the session's trajectory
+(an assistant message saying the action, then the user's yes), so the verifier
+can cite them; a decline, a cancel, an unanswered or failed elicitation blocks.
+A client without elicitation cannot be asked, and the call is blocked unless
+the operator declared that the host itself asks the user before every tool
+call (``host_confirms``).
+
+This module is the guarding; :mod:`policyguard.integrations.mcp_transport`
+connects the upstream and serves it over stdio or streamable HTTP. Requires the
+``mcp`` extra (``pip install 'policyguard[mcp]'``); importing ``policyguard``
+never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..checklist import is_glob
+from ..decision import RequirementResult
+from ..dialogue import safe_json
+from ..guard import Guard, remediation_message
+from ..messages import Message, ToolCall, Trajectory
+from ..toolnames import fold, unknown_tool_message
+
+CONFIRM_FIELD = "confirm"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_STATE_KEY = "policyguard.mcp_proxy"  # our entry in the SDK's per-connection scratch dict
+
+
+class ProxySettings(BaseModel):
+    """What the operator chose for a proxy; every default fails closed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host_confirms: bool = Field(
+        default=False,
+        description="The MCP host asks the user before every tool call; a client without elicitation then counts "
+        "as having asked (recorded as such in the trajectory). Off: such a client's calls that need the user block.",
+    )
+    elicitation_timeout_s: float = Field(default=300.0, gt=0, description="How long the user has to answer.")
+    upstream_timeout_s: float = Field(default=300.0, gt=0, description="How long one upstream request may take.")
+    max_session_calls: int = Field(
+        default=5000,
+        gt=0,
+        description="Calls one session may make; past it, every call is refused (the history is never cut, since "
+        "a forgotten earlier call could let a repeated effect through).",
+    )
+    allow_unverified: bool = Field(
+        default=False,
+        description="With no verifier, requirements without a deterministic check do not block (they are listed "
+        "UNVERIFIED). Off: a call that has one blocks.",
+    )
+
+
+@dataclass
+class SessionState:
+    """One client session: its trajectory, the next call number, and a lock that orders guarded calls."""
+
+    trajectory: Trajectory = field(default_factory=Trajectory)
+    calls: int = 0
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    client: ServerSession | None = None
+
+    def next_call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
+        self.calls += 1
+        return ToolCall(id=f"mcp-{self.calls}", name=name, arguments=arguments)
+
+    def record(self, call: ToolCall, content: str, *, is_error: bool) -> None:
+        self.trajectory.append(Message(role="assistant", tool_calls=[call]))
+        self.trajectory.append(
+            Message(role="tool", tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
+        )
+
+
+class GuardedUpstream:
+    """The proxy's logic over a connected upstream :class:`ClientSession`, independent of the client transport."""
+
+    def __init__(self, guard: Guard, upstream: ClientSession, settings: ProxySettings | None = None) -> None:
+        self.guard = guard
+        self.upstream = upstream
+        self.settings = settings or ProxySettings()
+        self.tools: dict[str, types.Tool] = {}
+        self._stdio: SessionState | None = None
+        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()  # HTTP clients, for upstream notifications
+
+    # -- tools ----------------------------------------------------------------
+
+    async def refresh_tools(self) -> None:
+        """Read the upstream's whole tool list (all pages) into the cache the guard decisions use."""
+        tools: dict[str, types.Tool] = {}
+        cursor: str | None = None
+        for _ in range(1000):  # bounded: a server that pages forever is cut off
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self.upstream.list_tools(params=params)
+            tools.update({tool.name: tool for tool in page.tools})
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.tools = tools
+
+    async def list_tools(self, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """The upstream's answer, unchanged (names, schemas, annotations); its tools refresh the cache."""
+        result = await self.upstream.list_tools(params=params)
+        if params is None or not params.cursor:
+            self.tools = {}
+        self.tools.update({tool.name: tool for tool in result.tools})
+        return result
+
+    def is_read_only(self, name: str) -> bool:
+        """Checklist ``mutating: false``; or, when the checklist does not name the tool, the upstream's readOnlyHint.
+
+        The hint counts only for a plain name (ASCII letters, digits, ``_``, ``-``, ``.``) that is no near miss
+        of a checklist key: a name the checklist misses because of a zero-width space, a lookalike letter or
+        its case is guarded, never read-only by the hint.
+        """
+        spec = self.guard.checklist.tool_spec(name)
+        if spec is not None:
+            return not spec.mutating
+        tool = self.tools.get(name)
+        hinted = tool is not None and tool.annotations is not None and tool.annotations.read_only_hint is True
+        if not hinted or _PLAIN_NAME.fullmatch(name) is None:
+            return False
+        folded = fold(name)  # a near miss of a checklist key (Issue_refund) is that key in disguise
+        return not any(fold(key) == folded for key in self.guard.checklist.tools if not is_glob(key))
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        """Answer one ``tools/call``: pass a read through, guard anything else, record both."""
+        state = self.session(ctx)
+        arguments = dict(params.arguments or {})
+        if params.name not in self.tools:
+            await self.refresh_tools()  # the upstream may have added it since the last listing
+        async with state.lock:
+            call = state.next_call(params.name, arguments)
+            if params.name not in self.tools:
+                decision = self.guard.refuse(
+                    call,
+                    "unknown_tool",
+                    unknown_tool_message(params.name, sorted(self.tools)),
+                    error="the upstream MCP server does not offer this tool",
+                )
+                return self._blocked(state, call, decision.message or "")
+            if state.calls > self.settings.max_session_calls:
+                decision = self.guard.refuse(
+                    call,
+                    "guard",
+                    "This session has made too many calls for the guard to keep judging them, so this call was "
+                    "not performed. Start a new session.",
+                    error=f"session over {self.settings.max_session_calls} calls",
+                )
+                return self._blocked(state, call, decision.message or "")
+            if self.is_read_only(params.name):
+                return await self._forward(ctx, state, call, params)
+            refusal = self._unjudgeable(call)
+            if refusal is None:
+                refusal = await self._confirm(ctx, state, call)
+            if refusal is not None:
+                return self._blocked(state, call, refusal)
+            decision = await self.guard.acheck(call, state.trajectory)
+            if not decision.allowed:
+                return self._blocked(state, call, remediation_message(call, decision).content or "")
+            self.guard.record_execution(decision, executed=True)
+            return await self._forward(ctx, state, call, params)
+
+    async def _forward(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        state: SessionState,
+        call: ToolCall,
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult:
+        """Run the call upstream and record what came back; an upstream error is recorded and raised to the client."""
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
+
+        try:
+            result = await self.upstream.call_tool(
+                call.name,
+                call.arguments,
+                read_timeout_seconds=self.settings.upstream_timeout_s,
+                progress_callback=progress,
+                meta=params.meta,
+            )
+        except MCPError as exc:
+            state.record(call, f"Error from the upstream MCP server: {exc.error.message}", is_error=True)
+            raise
+        except Exception as exc:  # a malformed upstream answer: said to the client, never an unrecorded effect
+            state.record(call, f"Error from the upstream MCP server: {exc}", is_error=True)
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"upstream MCP server: {exc}") from None
+        if not isinstance(result, types.CallToolResult):
+            state.record(call, "Error: the upstream MCP server answered with an unsupported result", is_error=True)
+            raise MCPError(code=types.INTERNAL_ERROR, message="upstream MCP server: unsupported tools/call result")
+        state.record(call, result_text(result), is_error=bool(result.is_error))
+        return result
+
+    def _blocked(self, state: SessionState, call: ToolCall, text: str) -> types.CallToolResult:
+        state.record(call, text, is_error=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    def _unjudgeable(self, call: ToolCall) -> str | None:
+        """With no verifier, a call with a requirement only a verifier could judge blocks (unless opted in).
+
+        The gate proves the requirements that carry a ``check``; the rest would be
+        UNVERIFIED. The guard is built to let UNVERIFIED through when there is no
+        verifier (a call whose checks all hold must pass), so this is where the
+        proxy keeps the rest from passing unjudged.
+        """
+        if self.guard.verifier is not None or self.settings.allow_unverified:
+            return None
+        if self.guard.checklist.tool_spec(call.name) is None:
+            return None  # a tool the checklist does not name: the guard blocks it and says why
+        unjudged = [r for r in self.guard.checklist.requirements_for(call.name) if r.check is None]
+        if not unjudged:
+            return None
+        ids = ", ".join(r.id for r in unjudged)
+        message = (
+            f"This action needs a judgement only a verifier model can make ({ids}), and the guard runs without one, "
+            "so it was not performed. Tell the user it cannot be completed here."
+        )
+        results = [RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none") for r in unjudged]
+        self.guard.refuse(call, "guard", message, error="no verifier for these requirements", requirements=results)
+        return message
+
+    # -- the user's confirmation --------------------------------------------
+
+    async def _confirm(self, ctx: ServerRequestContext[Any, Any], state: SessionState, call: ToolCall) -> str | None:
+        """Obtain what only the user can say for ``call``; None to go on, or the remediation of a block."""
+        if self.guard.checklist.tool_spec(call.name) is None:
+            return None  # a tool the checklist does not name: the guard blocks it, so nobody is asked
+        needed = [r for r in self.guard.checklist.requirements_for(call.name) if r.kind == "procedural"]
+        if not needed or await self._gate_blocks(call, state.trajectory):
+            return None  # nothing to ask, or the guard blocks anyway: never ask the user for a refused action
+        question = confirmation_question(call, self.tools.get(call.name))
+        unverified = [RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none") for r in needed]
+        if not supports_elicitation(ctx.session):
+            if not self.settings.host_confirms:
+                message = (
+                    "This action needs the user's own word (" + ", ".join(r.id for r in needed) + "), and this MCP "
+                    "client cannot ask the user (it does not support elicitation), so it was not performed. "
+                    "Tell the user it has to be done another way."
+                )
+                self.guard.refuse(call, "guard", message, error="client has no elicitation", requirements=unverified)
+                return message
+            state.trajectory.append(Message(role="assistant", content=question))
+            state.trajectory.append(
+                Message(
+                    role="user",
+                    content="[recorded by the MCP proxy: the operator declared that the MCP host asks the user to "
+                    "approve every tool call (--host-confirms); the proxy did not see that approval itself]",
+                )
+            )
+            return None
+        answer = await self._elicit(ctx, question)
+        if answer is not True:
+            message = (
+                f"The user did not confirm this action ({answer}), so it was not performed. "
+                "Do not retry it unless the user asks for it again."
+            )
+            self.guard.refuse(call, "approver", message, error=f"elicitation: {answer}", requirements=unverified)
+            return message
+        state.trajectory.append(Message(role="assistant", content=question))
+        state.trajectory.append(Message(role="user", content="Yes, I confirm this action."))
+        return None
+
+    async def _gate_blocks(self, call: ToolCall, trajectory: Trajectory) -> bool:
+        """Whether the deterministic gate alone already blocks ``call`` (then the user is not asked)."""
+        gate = self.guard.gate
+        if gate is None:
+            return False
+        try:
+            decision = gate.check(call, trajectory, self.guard.context())
+        except Exception:  # the guard's own check will block it and say why
+            return True
+        return decision.outcome in ("block", "halt")
+
+    async def _elicit(self, ctx: ServerRequestContext[Any, Any], question: str) -> bool | str:
+        """True when the user accepted with ``confirm: true``; otherwise a few words saying what happened."""
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {
+                CONFIRM_FIELD: {
+                    "type": "boolean",
+                    "title": "Confirm",
+                    "description": "Yes: perform exactly this action.",
+                }
+            },
+            "required": [CONFIRM_FIELD],
+        }
+        try:
+            with anyio.fail_after(self.settings.elicitation_timeout_s):
+                result = await ctx.session.elicit_form(question, schema, related_request_id=ctx.request_id)
+        except TimeoutError:
+            return "no answer in time"
+        except Exception as exc:  # an error from the client, a closed channel: nobody confirmed
+            return f"the confirmation request failed: {exc}"
+        if result.action != "accept":
+            return "declined" if result.action == "decline" else "cancelled"
+        content = result.content or {}
+        if content.get(CONFIRM_FIELD) is not True:
+            return "answered without confirming"
+        return True
+
+    # -- sessions -------------------------------------------------------------
+
+    def session(self, ctx: ServerRequestContext[Any, Any]) -> SessionState:
+        """The state of the client session ``ctx`` belongs to.
+
+        stdio serves one client per process, so the process holds its state. Over
+        HTTP the state lives in the SDK's per-client connection (``Connection.state``),
+        never keyed by a header: a stateful session keeps its history for its life,
+        and a stateless (2026-07-28 era) request is a connection of its own, so it
+        starts from an empty trajectory (writes that need earlier reads block).
+        """
+        if ctx.request is None:
+            if self._stdio is None:
+                self._stdio = SessionState()
+            state = self._stdio
+        else:
+            connection = getattr(ctx.session, "_connection", None)  # where the SDK keeps the per-client Connection
+            scratch = getattr(connection, "state", None)
+            if not isinstance(scratch, dict):
+                return SessionState(client=ctx.session)  # no connection to hold history: start empty (fail closed)
+            held = scratch.get(_STATE_KEY)
+            if not isinstance(held, SessionState):
+                held = scratch[_STATE_KEY] = SessionState()
+                self._connections.add(connection)
+            state = held
+        state.client = ctx.session
+        return state
+
+    def clients(self) -> list[ServerSession]:
+        """The client sessions still connected (the last request's session of each)."""
+        states = [self._stdio] if self._stdio is not None else []
+        states += [c.state.get(_STATE_KEY) for c in list(self._connections)]
+        return [s.client for s in states if isinstance(s, SessionState) and s.client is not None]
+
+    async def notify_clients(self, message: Any) -> None:
+        """Pass an upstream notification on to every client session (progress travels with its own request)."""
+        skipped = (types.ProgressNotification, types.CancelledNotification, types.SubscriptionsAcknowledgedNotification)
+        if isinstance(message, Exception) or isinstance(message, skipped):
+            return
+        for client in self.clients():
+            try:
+                await client.send_notification(message)
+            except Exception as exc:  # one gone client must not stop the others
+                print(f"policyguard: mcp-proxy: could not pass a notification on: {exc}", file=sys.stderr)
+
+
+def supports_elicitation(session: ServerSession) -> bool:
+    """Whether the client declared form elicitation and this request can carry a server-to-client request."""
+    capabilities = session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None or not session.can_send_request:
+        return False
+    elicitation = capabilities.elicitation
+    return elicitation.form is not None or elicitation.url is None  # an empty object means form (2025-06)
+
+
+def confirmation_question(call: ToolCall, tool: types.Tool | None) -> str:
+    """What the user is asked: the tool and its exact arguments, one line, nothing that can fake structure."""
+    title = tool.title if tool is not None and tool.title else None
+    shown = f"{safe_json(call.name)}" + (f" ({safe_json(title)})" if title else "")
+    return (
+        f"The assistant wants to run the tool {shown} with these arguments: {safe_json(call.arguments)}. "
+        "Do you confirm this action?"
+    )
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """The result as the guard reads it: the text the agent sees, or the structured content as JSON."""
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if len(texts) == 1 and len(result.content) == 1:
+        return texts[0]
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    parts = [b.text if isinstance(b, types.TextContent) else f"[{b.type} content]" for b in result.content]
+    return "\n".join(parts)
