@@ -428,11 +428,13 @@ class Guard:
             decision = decision.model_copy(update={"outcome": "allow"})
         decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
         if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
+            sha = ids["args_sha256"]
             token = self.grants.issue(
                 call,
                 principal=self.principal,
                 resource=None,
                 policy_version=self.checklist.policy.version,
+                args_sha256=None if sha == UNHASHABLE_ARGS else sha,  # hashed once per decision, in _ids
             )
             decision = decision.model_copy(update={"grant": token})
         self._count(decision, advisory)
