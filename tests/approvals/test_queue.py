@@ -203,16 +203,20 @@ def test_unknown_fields_are_refused() -> None:
         ApprovalRequest.model_validate({**request().model_dump(), "approved_by_ceo": True})
 
 
-def test_concurrent_approve_and_deny_exactly_one_wins(tmp_path: Path) -> None:
-    path = str(tmp_path / "race.db")
-    setup = SQLiteApprovalQueue(SQLiteStore(path))
-    ids = [setup.submit(request(expires_at=4e9)).id for _ in range(20)]
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_concurrent_approve_and_deny_exactly_one_wins(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Four reviewers (each its own store connection, as replicas would have) race on 20 requests."""
+    url = request.getfixturevalue("pg_url") if backend == "postgres" else f"sqlite:///{tmp_path / 'race.db'}"
+    setup = open_approvals(url)
+    ids = [setup.submit(request_for_race()).id for _ in range(20)]
     setup.close()
     outcomes: dict[str, list[str]] = {i: [] for i in ids}
     lock = threading.Lock()
 
     def decide(kind: str) -> None:
-        queue = SQLiteApprovalQueue(SQLiteStore(path))
+        queue = open_approvals(url)
         try:
             for request_id in ids:
                 try:
@@ -230,7 +234,7 @@ def test_concurrent_approve_and_deny_exactly_one_wins(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert not any(t.is_alive() for t in threads)
-    check = SQLiteApprovalQueue(SQLiteStore(path))
+    check = open_approvals(url)
     try:
         for request_id, won in outcomes.items():
             assert len(won) == 1, (request_id, won)
@@ -239,6 +243,10 @@ def test_concurrent_approve_and_deny_exactly_one_wins(tmp_path: Path) -> None:
             assert final.status == ("approved" if won[0] == "approve" else "denied")
     finally:
         check.close()
+
+
+def request_for_race() -> ApprovalRequest:
+    return request(expires_at=4e9)
 
 
 def test_a_newer_queue_schema_is_refused(tmp_path: Path) -> None:

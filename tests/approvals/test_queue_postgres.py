@@ -1,7 +1,7 @@
 """The approval queue on PostgreSQL: what replicas sharing one database rely on.
 
-The contract tests in test_queue.py run on this binding too; these are the
-parts only a shared server shows: two replicas racing on one request, a deny
+The contract tests in test_queue.py run on this binding too (the reviewers'
+race included); these are the parts only a shared server shows: a deny
 that the other replica's executor honours, the first start of several
 replicas, and the whole escalate -> approve -> retry-once flow on PostgreSQL.
 """
@@ -43,42 +43,6 @@ def test_open_approvals_takes_a_postgresql_url(pg_url: str) -> None:
         assert again.get(sent.id) == sent
     finally:
         again.close()
-
-
-def test_replicas_racing_on_the_same_requests_decide_each_exactly_once(pg_url: str) -> None:
-    setup = _queue(pg_url)
-    ids = [setup.submit(request(expires_at=4e9)).id for _ in range(20)]
-    setup.close()
-    outcomes: dict[str, list[str]] = {i: [] for i in ids}
-    lock = threading.Lock()
-
-    def replica(kind: str) -> None:
-        queue = _queue(pg_url)  # each replica its own store and pool
-        try:
-            for request_id in ids:
-                try:
-                    (queue.approve if kind == "approve" else queue.deny)(request_id, kind)
-                except ApprovalError:
-                    continue
-                with lock:
-                    outcomes[request_id].append(kind)
-        finally:
-            queue.close()
-
-    threads = [threading.Thread(target=replica, args=(k,)) for k in ("approve", "deny", "approve", "deny")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
-    check = _queue(pg_url)
-    try:
-        for request_id, won in outcomes.items():
-            assert len(won) == 1, (request_id, won)
-            final = check.get(request_id)
-            assert final is not None and final.status == ("approved" if won[0] == "approve" else "denied")
-    finally:
-        check.close()
 
 
 def test_a_deny_on_one_replica_is_a_denial_in_the_shared_store(pg_url: str) -> None:

@@ -99,15 +99,9 @@ def test_four_processes_one_idempotency_key_one_effect(store_url: str, tmp_path:
     store.close()
 
 
-def test_a_crash_between_effect_and_commit_leaves_a_pending_claim_never_resent(store_url: str, tmp_path: Path) -> None:
-    effects = tmp_path / "effects.txt"
-    call = _call("c1", "k1")
-    job = {"kind": "crash_after_tool", "url": store_url, "effects": str(effects), "key": "k1", "sha": call.args_sha256}
-    process = _spawn(job)
-    process.join(60)
-    assert process.exitcode == 1 and len(_lines(effects)) == 1
-
-    restarted = _open(store_url)  # the "restart": a new store on the same file or database
+def _pending_and_never_resent(url: str, effects: Path) -> None:
+    """After the crash: the claim is pending, counts nothing, and a retry with the same key is refused."""
+    restarted = _open(url)  # the "restart": a new store on the same file or database
     restarted.set_captured("O1", 1000)
     record = restarted.lookup("k1")
     assert record is not None and record.status == "pending"
@@ -129,6 +123,17 @@ def test_a_crash_between_effect_and_commit_leaves_a_pending_claim_never_resent(s
     assert not result.executed and result.reason == PENDING_REASON
     assert calls == [] and len(_lines(effects)) == 1
     restarted.close()
+
+
+def test_a_crash_between_effect_and_commit_leaves_a_pending_claim_never_resent(store_url: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.txt"
+    call = _call("c1", "k1")
+    job = {"kind": "crash_after_tool", "url": store_url, "effects": str(effects), "key": "k1", "sha": call.args_sha256}
+    process = _spawn(job)
+    process.join(60)
+    assert process.exitcode == 1 and len(_lines(effects)) == 1
+
+    _pending_and_never_resent(store_url, effects)
 
 
 @pytest.fixture(params=["sqlite-NORMAL", "sqlite-FULL", "postgres"])
@@ -237,27 +242,7 @@ def test_a_crash_before_a_deferred_completion_leaves_a_pending_claim_never_resen
     process.join(60)
     assert process.exitcode == 1 and len(_lines(effects)) == 1
 
-    restarted = SQLiteStore(str(db))  # the "restart": a new store on the same file
-    restarted.set_captured("O1", 1000)
-    record = restarted.lookup("k1")
-    assert record is not None and record.status == "pending"
-    assert restarted.total("O1") == 0
-
-    calls: list[dict[str, Any]] = []
-    checklist = Checklist.model_validate(
-        {
-            "policy": {"name": "refunds", "version": "sha256:" + "1" * 64},
-            "tools": {"issue_refund": {"effect": {"transaction_arg": "order_id"}}},
-        }
-    )
-    verifier = GrantVerifier(KEYS[1], nonces=restarted, current_policy_version=lambda: "v1")
-    executor = GuardedExecutor(
-        {"issue_refund": lambda **kw: calls.append(kw)}, verifier=verifier, ledger=restarted, checklist=checklist
-    )
-    retry = _call("c2", "k1")
-    result = executor.execute(retry, _issue(retry), principal="alice", resource="O1")
-    assert not result.executed and result.reason == PENDING_REASON
-    assert calls == [] and len(_lines(effects)) == 1
+    _pending_and_never_resent(f"sqlite:///{db}", effects)
 
 
 def test_sigkill_during_group_commits_loses_no_acknowledged_claim(tmp_path: Path) -> None:
