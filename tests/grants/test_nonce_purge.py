@@ -143,3 +143,16 @@ def test_the_default_verifier_purges_its_own_store(keys: tuple[bytes, bytes]) ->
 def test_nonsense_purge_settings_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         NoncePurger(SQLiteStore(), **bad)  # type: ignore[arg-type]
+
+
+def test_the_executor_purges_on_every_store_path(rig: Any) -> None:
+    """Spent through the executor (one transaction, group commit, or separate calls), nonces are still forgotten."""
+    rig.verifier.purger = NoncePurger(rig.store, clock=rig.clock, every=2, interval_s=3600, margin_s=0)
+    first = rig.call("p1", amount=10)
+    assert rig.executor.execute(first, rig.grant(first), principal="alice", resource="O1").executed
+    rig.clock.now += 121  # the first grant expired
+    second = rig.call("p2", amount=10)
+    assert rig.executor.execute(second, rig.grant(second), principal="alice", resource="O1").executed
+    assert rig.verifier.purger.purged == 1
+    replay = rig.executor.execute(first, rig.grant(first), principal="alice", resource="O1")
+    assert not replay.executed  # a fresh grant for an already-run key: the ledger, not the nonce, refuses
