@@ -125,7 +125,7 @@ class GrantIssuer:
             principal=principal,
             tool=call.name,
             resource=resource,
-            args_sha256=call.args_sha256 if args_sha256 is None else args_sha256,
+            args_sha256=_args_sha256(call) if args_sha256 is None else args_sha256,
             ceilings=dict(ceilings or {}),
             policy_version=policy_version,
             iat=now,
@@ -264,3 +264,11 @@ def _check_bindings(
             raise GrantError("binding:ceilings", f"argument {name!r} is {value!r}, not a number under a ceiling")
         if value > ceiling:
             raise GrantError("binding:ceilings", f"argument {name!r} = {value:g} exceeds the ceiling {ceiling:g}")
+
+
+def _args_sha256(call: ToolCall) -> str:
+    """The call's argument hash; arguments with no canonical form (a lone surrogate, NaN) get no grant."""
+    sha = call.args_sha256_or_none()
+    if sha is None:
+        raise GrantError("malformed", f"the arguments of call {call.id} have no canonical hash; no grant is issued")
+    return sha

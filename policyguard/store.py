@@ -364,6 +364,8 @@ class SQLiteStore:
                     except sqlite3.Error:
                         pass
                 raise LedgerUnavailable(f"{self.path}: {exc}") from exc
+            except UnicodeEncodeError as exc:  # a lone surrogate in a key: it cannot be stored, nothing is known
+                raise _not_text(self.path, exc) from exc
 
     @contextmanager
     def transaction(self, *, immediate: bool) -> Iterator[sqlite3.Connection]:
@@ -375,7 +377,10 @@ class SQLiteStore:
     def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``op`` in a write transaction: the group committer's shared one, or one of its own."""
         if self._committer is not None:
-            return self._committer.run(op)
+            try:
+                return self._committer.run(op)
+            except UnicodeEncodeError as exc:
+                raise _not_text(self.path, exc) from exc
         with self._tx(immediate=True) as conn:
             return op(conn)
 
@@ -623,3 +628,7 @@ def _is_denied(conn: sqlite3.Connection, call_id: str) -> bool:
 
 def _record(row: tuple[object, ...]) -> EffectRecord:
     return EffectRecord.model_validate(dict(zip(_EFFECT_NAMES, row, strict=True)))
+
+
+def _not_text(path: str, exc: UnicodeEncodeError) -> LedgerUnavailable:
+    return LedgerUnavailable(f"{path}: a value is not valid UTF-8 text ({exc.reason})")

@@ -199,3 +199,13 @@ def test_importing_grants_store_and_executor_does_not_import_jwt() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_grant_is_issued_for_arguments_without_a_canonical_hash(keys: tuple[bytes, bytes]) -> None:
+    """A lone surrogate has no canonical hash: the issuer refuses with GrantError, not a raw UnicodeEncodeError."""
+    from policyguard.grants import GrantError, GrantIssuer
+    from policyguard.messages import ToolCall
+
+    call = ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "idempotency_key": "k\ud800"})
+    with pytest.raises(GrantError, match="no canonical hash"):
+        GrantIssuer(keys[0]).issue(call, principal="alice", resource="O1", policy_version="v1")

@@ -222,3 +222,20 @@ def test_records_keep_their_fields_and_amounts_exactly(store: Store) -> None:
     assert stored == claim.record and stored is not None and stored.amount == 0.1 + 0.2 and stored.currency is None
     store.complete_effect(stored.idempotency_key, '{"x": "\u00fc"}')
     assert store.total("T'1") == 0.1 + 0.2
+
+
+def test_a_key_that_is_not_text_is_refused_as_unavailable_on_every_backend(store: Store) -> None:
+    """A lone surrogate in an agent-chosen key cannot be stored: LedgerUnavailable (inconclusive), never a raw
+    UnicodeEncodeError, nothing written, and the store keeps working."""
+    key = "refund:\ud800"
+    attempts = (
+        lambda: store.consume(key, 1.0),
+        lambda: _claim(store, key),
+        lambda: store.deny(key),
+        lambda: store.is_denied(key),
+        lambda: store.lookup(key),
+    )
+    for attempt in attempts:
+        with pytest.raises(LedgerUnavailable):
+            attempt()
+    assert store.entries() == [] and store.consume("fine", 1.0)
