@@ -260,15 +260,9 @@ class SQLiteStore:
     Schema: versioned with ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a
     file written by a newer schema is refused rather than misread.
 
-    Several gateway processes on several hosts: the same tables and statements
-    port to PostgreSQL. ``consume`` is ``INSERT INTO nonces ... ON CONFLICT DO
-    NOTHING`` and checks the row count; ``begin_effect`` is ``INSERT INTO
-    effects ... ON CONFLICT (idempotency_key) DO NOTHING RETURNING ...``
-    followed by a ``SELECT`` of the existing row; with ``enforce_captured``, the
-    transaction first takes ``SELECT ... FROM captures WHERE transaction_id = $1
-    FOR UPDATE`` so concurrent claims against one transaction serialise, and
-    bumps the running ``claimed`` sum in the same transaction. That
-    backend is not implemented here.
+    Several gateway processes on several hosts share a
+    :class:`policyguard.pgstore.PostgresStore` instead (same contract, chosen
+    by URL with :func:`policyguard.storeurl.open_store`).
     """
 
     def __init__(
