@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .store import EffectClaim, EffectRecord, LedgerUnavailable
+from .store import EFFECT_COLUMNS, EffectClaim, EffectRecord, LedgerUnavailable, effect_record, not_text
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -140,20 +140,7 @@ _MIGRATION_LOCK = 0x706F6C6779  # "polgy"
 _RETRIES = 5
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-_EFFECT_NAMES = (
-    "idempotency_key",
-    "tool",
-    "transaction_id",
-    "amount",
-    "currency",
-    "args_sha256",
-    "status",
-    "result_json",
-    "created_at",
-    "completed_at",
-)
-_EFFECT_COLUMNS = ", ".join(_EFFECT_NAMES)
-_SELECT_EFFECT = f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE idempotency_key = %s"
+_SELECT_EFFECT = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE idempotency_key = %s"
 
 
 def redact(url: str) -> str:
@@ -242,7 +229,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise LedgerUnavailable(f"{self.url}: {_first_line(exc)}") from exc
         except UnicodeEncodeError as exc:  # a lone surrogate in a key: it cannot be sent, so nothing is known
-            raise LedgerUnavailable(f"{self.url}: a value is not valid UTF-8 text ({exc.reason})") from exc
+            raise not_text(self.url, exc) from exc
 
     @contextmanager
     def _conn(self) -> Iterator[Connection[Any]]:
@@ -369,7 +356,7 @@ class PostgresStore:
                     existing = conn.execute(_SELECT_EFFECT, (idempotency_key,)).fetchone()
                     if existing is None:
                         continue  # released between the claim and this read: claim again
-                    return EffectClaim(created=False, record=_record(existing))
+                    return EffectClaim(created=False, record=effect_record(existing))
             if outcome == "unknown":
                 return EffectClaim(created=False, record=None, refusal="captured amount unknown")
             if outcome == "exceeds":
@@ -421,7 +408,7 @@ class PostgresStore:
     def lookup(self, idempotency_key: str) -> EffectRecord | None:
         with self._conn() as conn:
             row = conn.execute(_SELECT_EFFECT, (idempotency_key,)).fetchone()
-        return _record(row) if row is not None else None
+        return effect_record(row) if row is not None else None
 
     def total(self, transaction_id: str, tool: str | None = None) -> float:
         sql = "SELECT COALESCE(SUM(amount), 0) FROM effects WHERE transaction_id = %s AND status = 'committed'"
@@ -449,8 +436,8 @@ class PostgresStore:
     def entries(self) -> list[EffectRecord]:
         """Every effect, pending or committed, oldest first."""
         with self._conn() as conn:
-            rows = conn.execute(f"SELECT {_EFFECT_COLUMNS} FROM effects ORDER BY created_at, seq").fetchall()
-        return [_record(row) for row in rows]
+            rows = conn.execute(f"SELECT {EFFECT_COLUMNS} FROM effects ORDER BY created_at, seq").fetchall()
+        return [effect_record(row) for row in rows]
 
 
 def drop_schema(url: str, schema: str) -> None:
@@ -470,6 +457,3 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
-
-def _record(row: tuple[Any, ...]) -> EffectRecord:
-    return EffectRecord.model_validate(dict(zip(_EFFECT_NAMES, row, strict=True)))

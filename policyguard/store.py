@@ -217,19 +217,9 @@ CREATE TABLE IF NOT EXISTS claimed (
 );
 """
 
-_EFFECT_NAMES = (
-    "idempotency_key",
-    "tool",
-    "transaction_id",
-    "amount",
-    "currency",
-    "args_sha256",
-    "status",
-    "result_json",
-    "created_at",
-    "completed_at",
-)
-_EFFECT_COLUMNS = ", ".join(_EFFECT_NAMES)
+EFFECT_FIELDS: tuple[str, ...] = tuple(EffectRecord.model_fields)
+"""The effects table's columns, in :class:`EffectRecord`'s field order (shared by every store backend)."""
+EFFECT_COLUMNS = ", ".join(EFFECT_FIELDS)
 
 
 class SQLiteStore:
@@ -359,7 +349,7 @@ class SQLiteStore:
                         pass
                 raise LedgerUnavailable(f"{self.path}: {exc}") from exc
             except UnicodeEncodeError as exc:  # a lone surrogate in a key: it cannot be stored, nothing is known
-                raise _not_text(self.path, exc) from exc
+                raise not_text(self.path, exc) from exc
 
     @contextmanager
     def transaction(self, *, immediate: bool) -> Iterator[sqlite3.Connection]:
@@ -374,7 +364,7 @@ class SQLiteStore:
             try:
                 return self._committer.run(op)
             except UnicodeEncodeError as exc:
-                raise _not_text(self.path, exc) from exc
+                raise not_text(self.path, exc) from exc
         with self._tx(immediate=True) as conn:
             return op(conn)
 
@@ -466,9 +456,9 @@ class SQLiteStore:
     def _claim(self, conn: sqlite3.Connection, effect: EffectRequest, state: tuple[Any, ...]) -> EffectClaim:
         """Claim ``effect`` given its :func:`_claim_state` read in this same transaction."""
         if state[0] is not None:
-            return EffectClaim(created=False, record=_record(state[: len(_EFFECT_NAMES)]))
+            return EffectClaim(created=False, record=effect_record(state[: len(EFFECT_FIELDS)]))
         if effect.enforce_captured:
-            captured, spent = state[len(_EFFECT_NAMES)], state[len(_EFFECT_NAMES) + 1]
+            captured, spent = state[len(EFFECT_FIELDS)], state[len(EFFECT_FIELDS) + 1]
             if captured is None:
                 return EffectClaim(created=False, record=None, refusal="captured amount unknown")
             if spent + effect.amount > captured + 1e-9:
@@ -479,7 +469,7 @@ class SQLiteStore:
                 )
         now = float(self._clock())
         conn.execute(
-            f"INSERT INTO effects ({_EFFECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'pending', NULL, ?, NULL)",
+            f"INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'pending', NULL, ?, NULL)",
             (
                 effect.idempotency_key,
                 effect.tool,
@@ -555,9 +545,9 @@ class SQLiteStore:
         self._settled()
         with self._tx(immediate=False) as conn:
             row = conn.execute(
-                f"SELECT {_EFFECT_COLUMNS} FROM effects WHERE idempotency_key = ?", (idempotency_key,)
+                f"SELECT {EFFECT_COLUMNS} FROM effects WHERE idempotency_key = ?", (idempotency_key,)
             ).fetchone()
-        return _record(row) if row is not None else None
+        return effect_record(row) if row is not None else None
 
     def total(self, transaction_id: str, tool: str | None = None) -> float:
         sql = "SELECT COALESCE(SUM(amount), 0) FROM effects WHERE transaction_id = ? AND status = 'committed'"
@@ -587,8 +577,8 @@ class SQLiteStore:
         """Every effect, pending or committed, oldest first."""
         self._settled()
         with self._tx(immediate=False) as conn:
-            rows = conn.execute(f"SELECT {_EFFECT_COLUMNS} FROM effects ORDER BY created_at, rowid").fetchall()
-        return [_record(row) for row in rows]
+            rows = conn.execute(f"SELECT {EFFECT_COLUMNS} FROM effects ORDER BY created_at, rowid").fetchall()
+        return [effect_record(row) for row in rows]
 
 
 def _consume(conn: sqlite3.Connection, nonce: str, expires_at: float) -> bool:
@@ -599,7 +589,7 @@ def _consume(conn: sqlite3.Connection, nonce: str, expires_at: float) -> bool:
 
 
 _CLAIM_STATE = (
-    f"SELECT {', '.join('e.' + name for name in _EFFECT_NAMES)}, c.amount, COALESCE(k.amount, 0), "
+    f"SELECT {', '.join('e.' + name for name in EFFECT_FIELDS)}, c.amount, COALESCE(k.amount, 0), "
     "EXISTS (SELECT 1 FROM denials d WHERE d.call_id = q.call_id) "
     "FROM (SELECT ? AS key, ? AS tx, ? AS call_id) q "
     "LEFT JOIN effects e ON e.idempotency_key = q.key "
@@ -620,9 +610,11 @@ def _is_denied(conn: sqlite3.Connection, call_id: str) -> bool:
     return conn.execute("SELECT 1 FROM denials WHERE call_id = ?", (call_id,)).fetchone() is not None
 
 
-def _record(row: tuple[object, ...]) -> EffectRecord:
-    return EffectRecord.model_validate(dict(zip(_EFFECT_NAMES, row, strict=True)))
+def effect_record(row: tuple[object, ...]) -> EffectRecord:
+    """One row of the effects table (columns :data:`EFFECT_COLUMNS`) as a record."""
+    return EffectRecord.model_validate(dict(zip(EFFECT_FIELDS, row, strict=True)))
 
 
-def _not_text(path: str, exc: UnicodeEncodeError) -> LedgerUnavailable:
-    return LedgerUnavailable(f"{path}: a value is not valid UTF-8 text ({exc.reason})")
+def not_text(where: str, exc: UnicodeEncodeError) -> LedgerUnavailable:
+    """A value the database cannot hold as text (a lone surrogate): nothing was stored, the outcome is unknown."""
+    return LedgerUnavailable(f"{where}: a value is not valid UTF-8 text ({exc.reason})")
