@@ -32,72 +32,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+
+# The same refund workload as bench_gate.py (checklist, trusted get_order result, context, tool).
+from bench_gate import CHECKLIST, CONTEXT, TRAJECTORY, VERSION, refund  # noqa: E402
 
 from policyguard import jws
-from policyguard.checklist import Checklist
 from policyguard.executor import GuardedExecutor
 from policyguard.gate import HardGate
 from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import Message, ToolCall, Trajectory
-from policyguard.stages import CheckContext
+from policyguard.messages import ToolCall
 from policyguard.store import SQLiteStore
 
-VERSION = "sha256:" + "1" * 64
-CHECKLIST = Checklist.model_validate(
-    {
-        "policy": {"name": "refunds", "version": VERSION},
-        "facts": {"order": {"tool": "get_order", "match": {"order_id": "args.order_id"}}},
-        "tools": {
-            "get_order": {"mutating": False},
-            "issue_refund": {
-                "effect": {"transaction_arg": "order_id", "resource_arg": "order_id"},
-                "requirements": [
-                    {
-                        "id": "delivered",
-                        "text": "Only delivered orders are refunded.",
-                        "kind": "data",
-                        "source": "Refund only delivered orders",
-                        "prerequisites": ["get_order"],
-                        "check": 'facts.order.status == "delivered"',
-                    },
-                    {
-                        "id": "within-captured",
-                        "text": "Never refund more than was captured and not yet refunded.",
-                        "kind": "data",
-                        "source": "never more than was captured and not yet refunded",
-                        "prerequisites": ["get_order"],
-                        "check": "args.amount <= facts.order.captured - facts.order.refunded",
-                    },
-                ],
-            },
-        },
-    }
-)
-TRAJECTORY = Trajectory(
-    messages=[
-        Message(role="user", content="Please refund 1 USD on order O1."),
-        Message(role="assistant", tool_calls=[ToolCall(id="r1", name="get_order", arguments={"order_id": "O1"})]),
-        Message(
-            role="tool",
-            tool_call_id="r1",
-            content='{"order_id": "O1", "status": "delivered", "captured": 1000000000, "refunded": 0}',
-        ),
-    ]
-)
-CONTEXT = CheckContext(
-    checklist=CHECKLIST,
-    policy_text="Refund only delivered orders, never more than was captured and not yet refunded.",
-    now=datetime(2026, 11, 30, tzinfo=timezone.utc),
-    principal="alice",
-)
 KEYS = generate_keypair()
-
-
-def refund(order_id: str, amount: float, idempotency_key: str) -> dict[str, Any]:
-    return {"status": "issued", "order_id": order_id, "amount": amount}
 
 
 def guarded_calls(n: int, threads: int, path: Path, synchronous: str, mode: str) -> tuple[float, float, int]:
