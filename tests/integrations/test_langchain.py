@@ -305,11 +305,7 @@ def test_a_halt_ends_the_run_with_guard_halted_and_the_tool_never_runs(guard, as
 # -- the verifier sees the conversation ----------------------------------------
 
 POLICY = "Refund only after the user says yes to the amount.\n"
-
-
-def confirmed_guard() -> tuple[Guard, ScriptedModel]:
-    checklist = parse_checklist(
-        f"""
+CONFIRMED_CHECKLIST = f"""
 policy: {{name: refunds, version: "{policy_version(POLICY)}"}}
 tools:
   get_order: {{mutating: false}}
@@ -319,9 +315,11 @@ tools:
         text: The user said yes to this refund amount.
         kind: procedural
         source: Refund only after the user says yes to the amount.
-""",
-        file="inline.yaml",
-    )
+"""
+
+
+def confirmed_guard() -> tuple[Guard, ScriptedModel]:
+    checklist = parse_checklist(CONFIRMED_CHECKLIST, file="inline.yaml")
 
     def judge(request: Any) -> str:
         said_yes = "yes, refund 80" in request.text()
@@ -390,20 +388,7 @@ def test_readme_langchain_example_runs_and_blocks_the_unconfirmed_refund(monkeyp
     assert block is not None, "the README lost its LangChain example"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.md").write_text(POLICY, encoding="utf-8")
-    (tmp_path / "checklist.yaml").write_text(
-        f"""
-policy: {{name: refunds, version: "{policy_version(POLICY)}"}}
-tools:
-  get_order: {{mutating: false}}
-  issue_refund:
-    requirements:
-      - id: confirmed
-        text: The user said yes to this refund amount.
-        kind: procedural
-        source: Refund only after the user says yes to the amount.
-""",
-        encoding="utf-8",
-    )
+    (tmp_path / "checklist.yaml").write_text(CONFIRMED_CHECKLIST, encoding="utf-8")
     tools = Tools()
     my_agent = types.ModuleType("my_agent")
     my_agent.model = scripted_chat_model(  # type: ignore[attr-defined]
