@@ -6,18 +6,16 @@ Loads the MCP SDK only when run (extra ``[mcp]``): ``policyguard --help`` needs 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from ..errors import ConfigError
+from ..loopback import is_loopback
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..guard import Guard
-
-LOOPBACK_NAMES = ("localhost",)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -93,15 +91,6 @@ def parse_listen(text: str, allow_remote: bool) -> tuple[str, int]:
             "so serving other machines needs --allow-remote"
         )
     return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from typing import Any
 
 from ..errors import ConfigError
+from ..loopback import is_loopback
 
 DEFAULT_PORT = 8710
 
@@ -49,7 +49,7 @@ def _handle(args: argparse.Namespace) -> int:
     if problem is not None:
         raise ConfigError(problem)
     assert token is not None
-    if not _loopback(args.host) and not args.allow_remote:
+    if not is_loopback(args.host) and not args.allow_remote:
         raise ConfigError(f"--host {args.host}: not a loopback address; add --allow-remote (and put TLS in front)")
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: not a port number")
@@ -84,12 +84,3 @@ def _decider(queue: Any, events: str | None) -> Any:
         return decide(queue, request_id, action, reviewer, reason, trace=trace)
 
     return record
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

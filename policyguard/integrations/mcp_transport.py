@@ -263,15 +263,11 @@ def rebinding_protection(host: str) -> Any:
     The SDK turns them on by itself only for 127.0.0.1, localhost and ::1. A non-loopback listener
     (``--allow-remote``) is reached under names the proxy cannot know, so it gets none.
     """
-    import ipaddress
-
     from mcp.server.transport_security import TransportSecuritySettings
 
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
+    from ..loopback import is_loopback
+
+    if not is_loopback(host):
         return None
     names = sorted({f"[{host}]" if ":" in host else host, "127.0.0.1", "localhost", "[::1]"})
     return TransportSecuritySettings(

@@ -10,22 +10,12 @@ on ``/v1/*`` whatever the address. The token authenticates the *integrator*
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from ..errors import ConfigError
+from ..loopback import is_loopback
 
 TOKEN_ENV = "POLICYGUARD_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``; False for 0.0.0.0, :: and every other name."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name could resolve anywhere
 
 
 def server_token(host: str, token: str | None) -> str | None:
