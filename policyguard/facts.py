@@ -169,14 +169,18 @@ def resolve_facts(
 def calls_before(trajectory: HasToolResults, call: ToolCall) -> list[CallSite]:
     """The trajectory's calls made before ``call`` (all of them when ``call`` is not in it yet).
 
-    Only the pending call itself (same id, tool and arguments) cuts the history;
-    an earlier different call that reused its id does not hide what came after it
-    (the gate refuses such a trajectory).
+    Only the pending call itself cuts the history: the newest unanswered call
+    with its id, tool and arguments. An earlier call that used the same id and
+    was answered is another call and stays in the history.
     """
     sites = trajectory.call_sites()
-    for position, site in enumerate(sites):
-        if site.call.id == call.id and site.call.name == call.name and site.call.arguments == call.arguments:
+    for position in range(len(sites) - 1, -1, -1):
+        site = sites[position]
+        if site.call.id != call.id:
+            continue
+        if site.result is None and site.call.name == call.name and site.call.arguments == call.arguments:
             return sites[:position]
+        break
     return sites
 
 

@@ -162,8 +162,12 @@ class HardGate:
         try:
             view = ToolResultsView(trajectory)  # scanned several times below: list it once
             for site in view.call_sites():
-                if site.call.id == call.id and (site.call.name, site.call.arguments) != (call.name, call.arguments):
-                    raise DuplicateCallId(call.id, "is used by an earlier, different call")
+                if (
+                    site.call.id == call.id
+                    and site.result is None
+                    and (site.call.name, site.call.arguments) != (call.name, call.arguments)
+                ):
+                    raise DuplicateCallId(call.id, "is used by an earlier, different call that is not answered")
         except DuplicateCallId as exc:
             return Decision.block(
                 stage="gate",

@@ -680,21 +680,24 @@ def _nfkc(text: str) -> str:
 def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
     """Why the pending call's id cannot be trusted to name this call, or None.
 
-    The trajectory may already carry the pending call in its last assistant
-    message (a loop checks the message it just received); it may not carry
-    another call with the same id, or a result that already answers it.
+    The trajectory may already carry the pending call, unanswered, as the newest
+    call with its id (a loop checks the message it just received). An id may be
+    reused once the earlier call with it was answered; it may not name another
+    call that is still unanswered, and the pending call may not be answered already.
     """
-    seen = 0
+    newest: ToolCall | None = None
+    answered = False
     for message in trajectory.messages:
         if message.role == "tool" and message.tool_call_id == call.id:
-            return "was already answered by a tool result"
+            answered = True
         for other in message.tool_calls:
-            if other.id != call.id:
-                continue
-            seen += 1
-            if seen > 1 or other.name != call.name or other.arguments != call.arguments:
-                return "is used by another call in the dialogue"
-    return None
+            if other.id == call.id:
+                newest, answered = other, False
+    if newest is None:
+        return "was already answered by a tool result" if answered else None
+    if (newest.name, newest.arguments) != (call.name, call.arguments):
+        return None if answered else "is used by another call in the dialogue"
+    return "was already answered by a tool result" if answered else None
 
 
 def _combine(first: Decision, verifier: Decision) -> Decision:

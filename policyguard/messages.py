@@ -63,7 +63,7 @@ class Message(BaseModel):
 
 
 class DuplicateCallId(ValueError):
-    """Two calls share one id, or one call has two results: the pairing is ambiguous, so refuse it."""
+    """Two unanswered calls share one id, or one call has two results: the pairing is ambiguous, so refuse it."""
 
     def __init__(self, call_id: str, what: str) -> None:
         super().__init__(f"tool call id {call_id!r} {what}: calls and results cannot be paired by id")
@@ -128,28 +128,39 @@ class Trajectory(BaseModel):
     def call_sites(self) -> list[CallSite]:
         """Every assistant call in call order, each with its result if one answers it.
 
-        Raises :class:`DuplicateCallId` when two calls share an id (in one
-        message or across messages) or a call has two results: pairing by
-        position would let one record's result stand for another call.
+        A result answers the most recent unanswered call with its id, so an id
+        reused after its earlier call was answered pairs unambiguously (some
+        serving stacks reuse ids that way). Raises :class:`DuplicateCallId` when
+        the pairing is ambiguous: an id used twice in one message, a call reusing
+        the id of a call that is still unanswered, or a second result for an id
+        whose call is already answered. Pairing by position is never tried.
         A tool message that answers no earlier call is ignored (not trusted).
         """
-        calls: dict[str, tuple[ToolCall, tuple[int, int]]] = {}
-        answers: dict[str, ToolResult] = {}
+        sites: list[CallSite] = []
+        open_calls: dict[str, int] = {}  # id -> index in sites of its unanswered call
+        answered: set[str] = set()
         for index, message in enumerate(self.messages):
             if message.role == "assistant":
                 for position, call in enumerate(message.tool_calls):
-                    if call.id in calls:
-                        raise DuplicateCallId(call.id, "is used by two calls")
-                    calls[call.id] = (call, (index, position))
-            elif message.role == "tool" and message.tool_call_id in calls:
-                call, order = calls[message.tool_call_id]
-                if call.id in answers:
-                    raise DuplicateCallId(call.id, "has two results")
+                    if call.id in open_calls:
+                        raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
+                    open_calls[call.id] = len(sites)
+                    answered.discard(call.id)
+                    sites.append(CallSite(call, (index, position), None))
+            elif message.role == "tool" and message.tool_call_id is not None:
+                at = open_calls.pop(message.tool_call_id, None)
+                if at is None:
+                    if message.tool_call_id in answered:
+                        raise DuplicateCallId(message.tool_call_id, "has two results")
+                    continue
+                answered.add(message.tool_call_id)
+                call, order = sites[at].call, sites[at].order
                 # validated: pydantic's model_construct is slower than its validator for a model this small
-                answers[call.id] = ToolResult(
+                result = ToolResult(
                     call=call, content=message.content or "", is_error=message.is_error, index=index, order=order
                 )
-        return [CallSite(call, order, answers.get(call_id)) for call_id, (call, order) in calls.items()]
+                sites[at] = CallSite(call, order, result)
+        return sites
 
     def tool_results(self) -> Iterator[ToolResult]:
         """Each answered call's result, in call order (raises :class:`DuplicateCallId`).
@@ -158,10 +169,6 @@ class Trajectory(BaseModel):
         count: a tool message that answers no call is not a trusted fact.
         """
         return iter([site.result for site in self.call_sites() if site.result is not None])
-
-    def call_ids(self) -> set[str]:
-        """The ids of every assistant call so far (to refuse a new call reusing one)."""
-        return {call.id for message in self.messages for call in message.tool_calls}
 
     def duplicate_call_id(self) -> DuplicateCallId | None:
         """The duplicate-id problem of this trajectory, or None when calls and results pair cleanly."""
@@ -172,12 +179,17 @@ class Trajectory(BaseModel):
         return None
 
     def without_call(self, call_id: str) -> Trajectory:
-        """A copy with the call removed from its assistant message (and any result for it)."""
+        """A copy with the newest call of that id removed from its message (and any result for it).
+
+        Earlier calls that used the same id and were answered before it was
+        reused are other calls: they stay.
+        """
+        last = max((i for i, m in enumerate(self.messages) if any(c.id == call_id for c in m.tool_calls)), default=-1)
         kept: list[Message] = []
-        for message in self.messages:
-            if message.role == "tool" and message.tool_call_id == call_id:
+        for index, message in enumerate(self.messages):
+            if index > last and message.role == "tool" and message.tool_call_id == call_id:
                 continue
-            if any(c.id == call_id for c in message.tool_calls):
+            if index == last:
                 calls = [c for c in message.tool_calls if c.id != call_id]
                 if not calls and not message.content:
                     continue

@@ -162,38 +162,48 @@ def error_text(text: str | None, is_error: bool) -> str:
 
 
 class CallIds:
-    """Each call id is used by one call and answered by at most one result, across the input.
+    """Each result answers the newest unanswered call of its id; anything ambiguous is refused.
 
-    Pairing a result with its call goes by id; two calls with one id (reads of
-    two different records, say) or two results for one id would make one
-    record's data stand as the fact for another, so both are refused with the
-    indexes of the two messages, never resolved by position.
+    Pairing a result with its call goes by id. An id may be used again once the
+    call that used it was answered (some serving stacks reuse ids that way):
+    the next result then answers the new call. Two unanswered calls with one id
+    (reads of two different records, say) or a second result for an answered
+    call would make one record's data stand as the fact for another, so both
+    are refused with the indexes of the two messages, never resolved by position.
     """
 
-    def __init__(self, label: str = "message") -> None:
+    def __init__(self, label: str = "message", *, reuse_after_answer: bool = True) -> None:
         self.label = label
-        self.calls: dict[str, int] = {}
-        self.results: dict[str, int] = {}
+        self.reuse_after_answer = reuse_after_answer
+        self.calls: dict[str, int] = {}  # id -> message of its newest call
+        self.results: dict[str, int] = {}  # id -> message of the result answering that call
+        self._open: set[str] = set()
 
     def call(self, call_id: str, index: int) -> None:
-        self._once(self.calls, call_id, index, "call id {id} is used by two calls")
+        if call_id in self._open or (not self.reuse_after_answer and call_id in self.calls):
+            first = self.calls[call_id]
+            what = "is used by two calls" if first == index else "is used by two calls before the first is answered"
+            self._refuse(call_id, first, index, what)
+        self._open.add(call_id)
+        self.calls[call_id] = index
+        self.results.pop(call_id, None)
 
     def result(self, call_id: str, index: int) -> None:
-        self._once(self.results, call_id, index, "call id {id} is answered by two results")
+        first = self.results.get(call_id)
+        if first is not None:
+            self._refuse(call_id, first, index, "is answered by two results")
+        self._open.discard(call_id)
+        self.results[call_id] = index
 
-    def _once(self, seen: dict[str, int], call_id: str, index: int, what: str) -> None:
-        first = seen.get(call_id)
-        if first is None:
-            seen[call_id] = index
-            return
+    def _refuse(self, call_id: str, first: int, index: int, what: str) -> None:
         where = f"in {self.label} {index}" if first == index else f"in {self.label} {first} and {self.label} {index}"
         raise FormatError(
-            f"{self.label} {index}: {what.format(id=repr(call_id))} ({where}); refused, never paired by position"
+            f"{self.label} {index}: call id {call_id!r} {what} ({where}); refused, never paired by position"
         )
 
 
 def check_ids(trajectory: Trajectory) -> None:
-    """Refuse a trajectory in which a call id is used twice or answered twice (see :class:`CallIds`)."""
+    """Refuse a trajectory whose calls and results cannot be paired unambiguously (see :class:`CallIds`)."""
     ids = CallIds()
     for index, message in enumerate(trajectory.messages):
         for call in message.tool_calls:

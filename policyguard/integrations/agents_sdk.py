@@ -367,10 +367,14 @@ def _converted(turn: _Turn, caller_input: Any) -> Trajectory | None:
 
 
 def _check_caller_ids(items: Any) -> None:
-    """Refuse a run input that uses a call id twice or answers one twice (the SDK keeps only the latest)."""
+    """Refuse a run input that uses a call id twice or answers one twice.
+
+    Stricter than the readers (no reuse after an answer): the SDK keeps only the
+    latest item of an id, so the model may not have seen what the guard would read.
+    """
     if not isinstance(items, list):
         return
-    ids = CallIds("input item")
+    ids = CallIds("input item", reuse_after_answer=False)
     for index, item in enumerate(items):
         kind, call_id = _kind(item), _field(item, "call_id")
         if kind == "function_call" and isinstance(call_id, str):

@@ -402,10 +402,10 @@ def test_two_reads_with_one_id_in_one_message_are_refused_not_paired_by_position
     assert "tool call id 'dup' is used by two calls" in (decision.message or "")
 
 
-def test_a_call_id_reused_in_a_later_message_is_refused() -> None:
+def test_a_call_id_reused_in_a_later_message_before_it_is_answered_is_refused() -> None:
     gate, context = _gate_and_context()
     talk = Talk()
-    first = talk.call("get_reservation_details", {"reservation_id": "T1QOBS"}, reservation(user_id="noah"))
+    first = talk.call("get_reservation_details", {"reservation_id": "T1QOBS"})
     talk.messages.append(
         Message(
             role="assistant",
@@ -415,6 +415,25 @@ def test_a_call_id_reused_in_a_later_message_is_refused() -> None:
     talk.answer(first, reservation(user_id="mia"))
     decision = gate.check(CANCEL, talk.trajectory(), context)
     assert decision.outcome == "block" and f"tool call id {first!r} is used by two calls" in (decision.message or "")
+
+
+def test_a_call_id_reused_after_it_was_answered_pairs_each_result_with_its_own_call() -> None:
+    """noah's read answered first; the reused id's result (mia's, newer) is the fact; a second answer is refused."""
+    gate, context = _gate_and_context()
+    talk = Talk()
+    first = talk.call("get_reservation_details", {"reservation_id": "T1QOBS"}, reservation(user_id="noah"))
+    talk.messages.append(
+        Message(
+            role="assistant",
+            tool_calls=[ToolCall(id=first, name="get_reservation_details", arguments={"reservation_id": "T1QOBS"})],
+        )
+    )
+    assert gate.check(CANCEL, talk.trajectory(), context).outcome == "block"  # only noah's record is answered
+    talk.answer(first, reservation(user_id="mia"))
+    assert gate.check(CANCEL, talk.trajectory(), context).outcome == "escalate"
+    talk.answer(first, reservation(user_id="noah"))
+    decision = gate.check(CANCEL, talk.trajectory(), context)
+    assert decision.outcome == "block" and f"tool call id {first!r} has two results" in (decision.message or "")
 
 
 def test_two_results_for_one_call_are_refused() -> None:
@@ -430,7 +449,7 @@ def test_call_ids_lists_every_call_made() -> None:
     talk = Talk()
     talk.calls(("a", {}), ("b", {}))
     talk.call("c", {}, "done")
-    assert talk.trajectory().call_ids() == {"c1", "c2", "c3"}
+    assert [s.call.id for s in talk.trajectory().call_sites()] == ["c1", "c2", "c3"]
     assert talk.trajectory().duplicate_call_id() is None
 
 

@@ -214,16 +214,28 @@ def test_two_calls_with_one_id_in_one_message_are_refused():
         read(messages)
 
 
-def test_a_call_id_reused_by_a_later_message_is_refused_naming_both():
+def test_a_call_id_reused_before_its_call_is_answered_is_refused_naming_both():
+    messages = [
+        AIMessage("", tool_calls=[_get("call_1")]),
+        AIMessage("", tool_calls=[_get("call_1", "T1QOBS")]),
+        ToolMessage(NO6JO3, tool_call_id="call_1"),
+    ]
+    with pytest.raises(
+        FormatError,
+        match=r"message 1: call id 'call_1' is used by two calls before the first is answered \(in message 0 and message 1\)",
+    ):
+        read(messages)
+
+
+def test_a_call_id_reused_after_its_call_was_answered_is_a_new_call():
     messages = [
         AIMessage("", tool_calls=[_get("call_1")]),
         ToolMessage(NO6JO3, tool_call_id="call_1"),
         AIMessage("", tool_calls=[_get("call_1", "T1QOBS")]),
     ]
-    with pytest.raises(
-        FormatError, match=r"message 2: call id 'call_1' is used by two calls \(in message 0 and message 2\)"
-    ):
-        read(messages)
+    sites = read(messages).call_sites()
+    assert [s.call.arguments["reservation_id"] for s in sites] == ["NO6JO3", "T1QOBS"]
+    assert sites[0].result is not None and sites[1].result is None
 
 
 def test_two_results_for_one_call_are_refused_naming_both():

@@ -96,17 +96,30 @@ def test_two_reads_with_one_call_id_in_one_assistant_turn_are_refused(fmt):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_one_call_id_reused_by_a_later_assistant_turn_is_refused_naming_both_messages(fmt):
+def test_one_call_id_reused_by_a_later_turn_before_it_is_answered_is_refused_naming_both_messages(fmt):
+    messages = [
+        *calls(fmt, ("call_1", _get("NO6JO3"))),
+        *calls(fmt, ("call_1", _get("T1QOBS"))),
+        *results(fmt, ("call_1", NO6JO3)),
+    ]
+    label = "item" if fmt == "openai_responses" else "message"
+    with pytest.raises(
+        FormatError,
+        match=rf"{label} 1: call id 'call_1' is used by two calls before the first is answered \(in {label} 0 and {label} 1\)",
+    ):
+        read(fmt, messages)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_one_call_id_reused_after_it_was_answered_pairs_each_result_with_its_own_call(fmt):
     messages = [
         *calls(fmt, ("call_1", _get("NO6JO3"))),
         *results(fmt, ("call_1", NO6JO3)),
         *calls(fmt, ("call_1", _get("T1QOBS"))),
     ]
-    label = "item" if fmt == "openai_responses" else "message"
-    with pytest.raises(
-        FormatError, match=rf"{label} 2: call id 'call_1' is used by two calls \(in {label} 0 and {label} 2\)"
-    ):
-        read(fmt, messages)
+    sites = read(fmt, messages).call_sites()
+    assert [s.call.arguments["reservation_id"] for s in sites] == ["NO6JO3", "T1QOBS"]
+    assert sites[0].result is not None and sites[1].result is None
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -271,9 +271,12 @@ def test_collected_facts_never_crash_and_a_second_certificate_is_never_let_throu
     assert decision.outcome in ("block", "escalate")
     sites = trajectory.call_sites() if trajectory.duplicate_call_id() is None else []
     mine = [n for n, s in enumerate(sites) if s.call.id == "pending"]
-    if mine and (sites[mine[0]].call.name, sites[mine[0]].call.arguments) != (call.name, call.arguments):
-        assert decision.outcome == "block" and "'pending' is used by an earlier, different call" in str(decision)
-    earlier = [s for s in sites[: mine[0] if mine else None] if s.call.name == "send_certificate"]
+    cut = None  # the pending call itself, when the trajectory carries it unanswered
+    if mine and sites[mine[-1]].result is None:  # only the newest call of an id can be unanswered
+        if (sites[mine[-1]].call.name, sites[mine[-1]].call.arguments) != (call.name, call.arguments):
+            assert decision.outcome == "block" and "'pending' is used by an earlier, different call" in str(decision)
+        cut = mine[-1]
+    earlier = [s for s in sites[:cut] if s.call.name == "send_certificate"]
     if any(s.result is None or not s.result.is_error for s in earlier):
         assert decision.outcome == "block", decision
     forbidden = gate.check(FORBIDDEN, trajectory, context)

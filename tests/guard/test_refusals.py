@@ -255,7 +255,15 @@ def test_a_pending_call_carried_by_its_own_message_is_judged() -> None:
     assert guard.check(call, trajectory).outcome == "allow" and len(gate.calls) == 1
 
 
-def test_an_id_already_used_by_another_call_is_blocked() -> None:
+def test_an_id_used_by_another_call_that_is_not_answered_is_blocked() -> None:
+    read = ToolCall(id="c1", name="get_order", arguments={"order_id": "O2"})
+    trajectory = Trajectory(messages=[Message(role="assistant", tool_calls=[read])])
+    guard, gate, _ = make_guard()
+    decision = guard.check(ToolCall(id="c1", name="cancel_order", arguments={"order_id": "O1"}), trajectory)
+    assert decision.outcome == "block" and decision.stage == "bad_call" and gate.calls == []
+
+
+def test_an_id_reused_after_its_call_was_answered_names_a_new_call() -> None:
     read = ToolCall(id="c1", name="get_order", arguments={"order_id": "O2"})
     trajectory = Trajectory(
         messages=[
@@ -265,7 +273,21 @@ def test_an_id_already_used_by_another_call_is_blocked() -> None:
     )
     guard, gate, _ = make_guard()
     decision = guard.check(ToolCall(id="c1", name="cancel_order", arguments={"order_id": "O1"}), trajectory)
+    assert decision.stage != "bad_call" and len(gate.calls) == 1
+
+
+def test_a_pending_call_already_answered_under_its_id_is_blocked() -> None:
+    cancel = ToolCall(id="c1", name="cancel_order", arguments={"order_id": "O1"})
+    trajectory = Trajectory(
+        messages=[
+            Message(role="assistant", tool_calls=[cancel]),
+            Message(role="tool", tool_call_id="c1", content='{"status": "cancelled"}'),
+        ]
+    )
+    guard, gate, _ = make_guard()
+    decision = guard.check(cancel, trajectory)
     assert decision.outcome == "block" and decision.stage == "bad_call" and gate.calls == []
+    assert "already answered" in (decision.message or "")
 
 
 def test_an_id_that_was_already_answered_is_blocked() -> None:

@@ -197,12 +197,23 @@ def test_two_reads_with_one_id_then_a_cancel_are_refused_not_paired_by_position(
     assert airline.writes == []
 
 
-def test_one_id_reused_by_a_later_message_is_refused_naming_both(tools, airline):
+def test_one_id_reused_by_a_later_message_before_it_is_answered_is_refused_naming_both(tools, airline):
+    messages: list[Any] = [{"role": "user", "content": "I am mia_li_3668; change the bags on NO6JO3."}]
+    first = call("r1", "get_reservation_details", reservation_id="NO6JO3")
+    reuse = call("r1", "get_reservation_details", reservation_id="T1QOBS")
+    messages += [turn(first), turn(reuse)]
+    with pytest.raises(
+        FormatError, match=r"call id 'r1' is used by two calls before the first is answered \(in message 1 and message 2\)"
+    ):
+        tools.openai_chat(reuse, messages)
+
+
+def test_one_id_reused_after_it_was_answered_is_a_new_call_and_runs(tools, airline):
     messages = read_no6jo3(tools)
     reuse = call("r1", "get_reservation_details", reservation_id="T1QOBS")
     messages.append(turn(reuse))
-    with pytest.raises(FormatError, match=r"call id 'r1' is used by two calls \(in message 1 and message 3\)"):
-        tools.openai_chat(reuse, messages)
+    reply = tools.openai_chat(reuse, messages)
+    assert reply["tool_call_id"] == "r1" and "T1QOBS" in reply["content"]
 
 
 def test_two_results_for_one_id_are_refused(tools, airline):
@@ -363,23 +374,40 @@ def _histories(draw: st.DrawFn) -> list[dict[str, Any]]:
     return out
 
 
+def _pairs_unambiguously(history: list[dict[str, Any]]) -> bool:
+    """The pairing rule, written out: a result answers the newest unanswered call of its id."""
+    open_ids: set[str] = set()
+    answered: set[str] = set()
+    for message in history:
+        for tool_call in message.get("tool_calls") or []:
+            if tool_call["id"] in open_ids:
+                return False  # two unanswered calls (or one message) share the id
+            open_ids.add(tool_call["id"])
+            answered.discard(tool_call["id"])
+        if message["role"] == "tool":
+            call_id = message["tool_call_id"]
+            if call_id in answered:
+                return False  # a second result for an answered call
+            open_ids.discard(call_id)
+            answered.add(call_id)
+    return True
+
+
 @settings(max_examples=100, deadline=None)
 @given(history=_histories(), arguments=_ARGUMENTS)
-def test_any_history_gives_a_tool_message_or_a_format_error_and_reused_ids_never_run(history, arguments):
+def test_any_history_gives_a_tool_message_or_a_format_error_and_ambiguous_ids_never_run(history, arguments):
     airline = Airline()
     checklist = parse_checklist(CHECKLIST)
     guard = Guard(checklist, POLICY, gate=HardGate(checklist), allow_unverified=True)
     tools = GuardedTools(guard, {"cancel_reservation": airline.cancel_reservation})
     cancel = {"id": "c9", "type": "function", "function": {"name": "cancel_reservation", "arguments": arguments}}
     history.append(turn(cancel))
-    ids = [c["id"] for m in history for c in m.get("tool_calls", [])]
-    answers = [m["tool_call_id"] for m in history if m["role"] == "tool"]
     try:
         reply = tools.openai_chat(cancel, history)
     except FormatError:
         assert airline.writes == []
         return
-    assert len(set(ids)) == len(ids) and len(set(answers)) == len(answers), "a reused id was accepted"
+    assert _pairs_unambiguously(history), "an ambiguous id was accepted"
     assert reply["role"] == "tool" and reply["tool_call_id"] == "c9"
     if airline.writes:
         assert arguments == '{"reservation_id": "NO6JO3"}'  # the only cancel the owner rule can allow

@@ -227,15 +227,24 @@ def test_arguments_outside_the_limits_are_answered_with_an_error_and_never_run(g
     assert "amount" in answer.content
 
 
-def test_a_history_reusing_a_call_id_blocks_the_write(guard):
-    """Two calls with id c1 make every fact ambiguous: the refund is refused, not judged on a guess."""
+def test_a_message_using_one_call_id_twice_blocks_the_write(guard):
+    """Two unanswered calls with id c1 make every fact ambiguous: the refund is refused, not judged on a guess."""
+    out, tools, _ = run_agent(
+        guard, turns([READ, call("c1", "issue_refund", order_id="O1", amount=10)]), asynchronous=False
+    )
+    assert "issue_refund" not in [name for name, _ in tools.ran]
+    answers = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c1"]
+    assert answers and all(m.status == "error" or "O1" in str(m.content) for m in answers)
+    assert any("could not be checked" in str(m.content) for m in answers)
+
+
+def test_a_call_id_reused_after_its_answer_is_judged_as_a_new_call(guard):
+    """gpt-oss-120b's serving stack reuses ids once answered: the write is judged on its merits."""
     out, tools, _ = run_agent(
         guard, turns([READ], [call("c1", "issue_refund", order_id="O1", amount=10)]), asynchronous=False
     )
-    assert [name for name, _ in tools.ran] == ["get_order"]
     answers = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c1"]
-    assert answers[-1].status == "error"
-    assert "could not be checked" in answers[-1].content
+    assert "could not be checked" not in answers[-1].content
 
 
 def test_a_call_langchain_could_not_parse_does_not_spoil_the_later_writes(guard):
