@@ -247,7 +247,18 @@ class FactSource(_Model):
             "Write tools that change the record without returning it (e.g. book_reservation spends a "
             "certificate in the user's profile). A call of one of them made after the fact's newest read, "
             "whose arguments agree with the fact's keys on every key name they share (or share none), makes "
-            "the fact missing: it must be read again."
+            "the fact missing: it must be read again. A call whose result is an error changed nothing."
+        ),
+    )
+    invalidated_when: str | None = Field(
+        default=None,
+        description=(
+            "CEL narrowing `invalidated_by` to the writes that change what the pending call relies on: "
+            "`write` is the earlier write's arguments, `args` the pending call's, `record` the record as it "
+            "was read, `facts` the facts this one is found through or names here. The write makes the fact "
+            "missing only when this holds (or cannot be evaluated: fail "
+            "closed). E.g. a booking spends the balances of the payment methods it names and nothing else, "
+            "so a later call paying with other methods needs no re-read of the profile."
         ),
     )
     description: str | None = None
@@ -261,11 +272,14 @@ class FactSource(_Model):
                     ("bind", self.bind),
                     ("refreshed_by", self.refreshed_by),
                     ("invalidated_by", self.invalidated_by),
+                    ("invalidated_when", self.invalidated_when),
                 )
                 if value
             ]
             if used:
                 raise ValueError(f"{', '.join(used)} only apply to collect: newest, not collect: {self.collect}")
+        if self.invalidated_when is not None and not self.invalidated_by:
+            raise ValueError("invalidated_when narrows invalidated_by, which names no write")
         if self.bind is not None:
             unknown = sorted(set(self.bind) - set(self.match))
             if unknown:

@@ -133,6 +133,8 @@ def fact_dependencies(checklist: Checklist, name: str) -> set[str]:
     deps: set[str] = set()
     for expression in source.match.values():
         deps |= _compiled(expression).fact_names()
+    if source.invalidated_when is not None:
+        deps |= _compiled(source.invalidated_when).fact_names()
     return deps
 
 
@@ -298,7 +300,7 @@ def _resolve_one(
             out.values[name] = value
             return
 
-    found = _newest(name, source, keys, sites)
+    found = _newest(name, source, keys, sites, {"args": call.arguments, "facts": variables["facts"]})
     if isinstance(found, Missing):
         read = format_read(source.tool, keys)
         out.reads[name] = read
@@ -365,7 +367,11 @@ def _readable(source: FactSource, keys: dict[str, Any], site: CallSite) -> tuple
     return value, None
 
 
-def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[CallSite]) -> Any:
+def _newest(
+    name: str, source: FactSource, keys: dict[str, Any], sites: list[CallSite], pending: dict[str, Any]
+) -> Any:
+    """The fact's record, or why it is missing; ``pending`` holds the pending call's ``args`` and the
+    facts this one depends on, for ``invalidated_when``."""
     reads = {source.tool, *source.also}
     writes = set(source.refreshed_by) - reads
     value: Any = None
@@ -377,6 +383,8 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
             continue
         if not _args_match(site.call, keys):
             continue
+        if tool in writes and _failed(site):
+            continue  # a write that failed changed nothing
         record, problem = _readable(source, keys, site)
         if problem is None:
             value, found_at = record, site.order
@@ -396,9 +404,26 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
         return Missing(f"{why}: call {{read}} (a successful read of this record) first")
     invalid = set(source.invalidated_by)
     for site in sites:
-        if site.order > found_at and site.call.name in invalid and _agrees(site.call.arguments, keys):
+        if site.order <= found_at or site.call.name not in invalid or _failed(site):
+            continue
+        if _agrees(site.call.arguments, keys) and _invalidates(source, site.call.arguments, pending, value):
             return Missing(f"{site.call.name} changed the {name} after it was read: call {{read}} again")
     return value
+
+
+def _failed(site: CallSite) -> bool:
+    """A call answered with an error: the tool refused it, so it changed nothing."""
+    return site.result is not None and site.result.is_error
+
+
+def _invalidates(source: FactSource, write: dict[str, Any], pending: dict[str, Any], record: Any) -> bool:
+    """Whether ``write`` may have changed what the pending call relies on (``invalidated_when``; fail closed)."""
+    if source.invalidated_when is None:
+        return True
+    try:
+        return _compiled(source.invalidated_when).holds({**pending, "write": write, "record": record})
+    except CelError:
+        return True
 
 
 def _agrees(arguments: dict[str, Any], keys: dict[str, Any]) -> bool:

@@ -53,6 +53,7 @@ from .stages import CheckContext
 JudgedBy = Literal["gate", "verifier", "none"]
 _CACHED_TOOLS = 1024
 MATCH_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal"})
+INVALIDATION_VARIABLES: frozenset[str] = frozenset({"write", "args", "record", "facts"})
 
 
 def _requirement_paths(checklist: Checklist) -> list[tuple[tuple[str | int, ...], Requirement]]:
@@ -87,6 +88,26 @@ def _compile_all(checklist: Checklist) -> tuple[dict[str, CheckProgram], list[Ch
                 )
             for dep in sorted(program.fact_names() - set(checklist.facts)):
                 errors.append(checklist.error_at(f"match of fact {name!r} refers to undeclared fact {dep!r}", path))
+        if source.invalidated_when is not None:
+            path = ("facts", name, "invalidated_when")
+            try:
+                program = compile_check(source.invalidated_when)
+            except CelCompileError as exc:
+                errors.append(checklist.error_at(f"invalid CEL in invalidated_when of fact {name!r}: {exc}", path))
+                continue
+            unknown = program.variables() - INVALIDATION_VARIABLES
+            if unknown:
+                errors.append(
+                    checklist.error_at(
+                        f"invalidated_when of fact {name!r} uses unknown variable(s) {sorted(unknown)};"
+                        f" allowed: {sorted(INVALIDATION_VARIABLES)}",
+                        path,
+                    )
+                )
+            for dep in sorted(program.fact_names() - set(checklist.facts)):
+                errors.append(
+                    checklist.error_at(f"invalidated_when of fact {name!r} refers to undeclared fact {dep!r}", path)
+                )
     for base, req in _requirement_paths(checklist):
         if req.check is None:
             continue

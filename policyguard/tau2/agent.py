@@ -8,11 +8,13 @@ trajectory. The seam that respects this is the agent itself: when the guard
 blocks a call, :class:`GuardedAgent` keeps the attempt and the remediation (as
 an error tool message) in its *own* state, asks the model again, and returns to
 the orchestrator only a message whose calls were all accepted. The blocked
-attempt is recorded in :attr:`GuardedAgent.events` for the metrics. Every call of
-one message is judged on the dialogue before that message, so a mutating call
-that follows another mutating call in the same message is blocked ("make one
-change at a time"): it would otherwise be judged on a state the first change
-already altered. A ``halt``
+attempt is recorded in :attr:`GuardedAgent.events` for the metrics. A message
+is judged call by call: each call on the dialogue before the message plus the
+calls of the message before it. When a mutating call follows another mutating
+call of the same message, the message is cut there: the orchestrator runs the
+first part, and the held calls are judged on the state after its results came
+in and sent next, without asking the model again (bags 2->5 then 5->3 in one
+message: the second is judged with 5 bags on the reservation). A ``halt``
 is handled like a block (the orchestrator offers no clean way for an agent to
 end the run from inside a turn); after ``max_blocks_per_turn`` blocks in one
 turn the agent tells the user it cannot complete the action.
@@ -31,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..decision import Decision
-from ..messages import ToolCall
+from ..messages import Message, ToolCall, Trajectory
 from .domain import to_policyguard
 from .guarding import CallChecker
 
@@ -78,19 +80,25 @@ def _event(turn: int, call: Any, decision: Decision, mutating: bool, latency: fl
     )
 
 
-def one_change_at_a_time(first: Any, call: Any) -> Decision:
-    """Block a change that follows another change in the same message.
+def recorded_answers(after: list[Any]) -> dict[str, Message]:
+    """The tool results that follow an assistant message (until the next other message), by call id."""
+    answers: dict[str, Message] = {}
+    for message in after:
+        if not hasattr(message, "tool_messages") and getattr(message, "role", None) != "tool":
+            break
+        for converted in to_policyguard([message]).messages:
+            if converted.tool_call_id is not None:
+                answers.setdefault(converted.tool_call_id, converted)
+    return answers
 
-    Every call of one message is judged on the dialogue before the message, so
-    a second change would be judged on a state the first one already altered
-    (bags 2->5 then 5->3 would both pass). Refusing it is the fail-closed answer;
-    the model makes the first change, reads its result, then asks again.
-    """
-    return Decision.block(
-        "guard",
-        f"Make one change at a time: wait for the result of {first.name} (call {first.id}) "
-        f"before calling {call.name}; the message was not executed, so send the first change alone.",
-    )
+
+def call_by_call(before: Trajectory, content: str | None, calls: list[Any], answers: dict[str, Message]) -> Trajectory:
+    """The dialogue on which the last of ``calls`` is judged: ``before``, the message's calls so far, and
+    the results of every one of them but the last (the pending call)."""
+    pending = [ToolCall(id=c.id, name=c.name, arguments=dict(c.arguments)) for c in calls]
+    messages = [*before.messages, Message(role="assistant", content=content, tool_calls=pending)]
+    messages += [answers[c.id] for c in calls[:-1] if c.id in answers]
+    return Trajectory(messages=messages)
 
 
 @cache
@@ -117,6 +125,7 @@ def guarded_agent_class() -> type:
             max_blocks_per_turn: int = 4,
         ) -> None:
             super().__init__(tools=tools, domain_policy=domain_policy, llm=llm, llm_args=llm_args)
+            self.held: list[Any] = []  # calls of the model's last message that wait for the earlier ones' results
             self.guard = guard
             self.is_mutating = is_mutating or (lambda name: True)
             self.max_blocks_per_turn = max_blocks_per_turn
@@ -136,11 +145,20 @@ def guarded_agent_class() -> type:
                 state.messages.append(message)
             self.turn += 1
             for _ in range(self.max_blocks_per_turn + 1):
-                assistant = self.generate_model_message(state.system_messages + state.messages)
+                if self.held:  # the rest of the model's last message, now that the first part has run
+                    assistant = AssistantMessage(role="assistant", tool_calls=self.held, cost=0.0)
+                    self.held = []
+                else:
+                    assistant = self.generate_model_message(state.system_messages + state.messages)
                 blocked = self._review(assistant, state)
                 if not blocked:
+                    if self.held:
+                        assistant = assistant.model_copy(
+                            update={"tool_calls": assistant.tool_calls[: -len(self.held)]}
+                        )
                     state.messages.append(assistant)
                     return assistant, state
+                self.held = []
                 state.messages.append(assistant)
                 for call in assistant.tool_calls or []:
                     text = blocked.get(call.id, NOT_EXECUTED)
@@ -152,19 +170,27 @@ def guarded_agent_class() -> type:
             return give_up, state
 
         def _review(self, assistant: Any, state: Any) -> dict[str, str]:
-            """Check each call; the remediations of the blocked ones, by call id."""
+            """Check each call; the remediations of the blocked ones, by call id.
+
+            A mutating call after an earlier mutating call of the message is not
+            judged now: it and the calls after it go to :attr:`held`, to be judged
+            once the calls before it have run.
+            """
             if self.guard is None or not assistant.tool_calls:
                 return {}
-            history = to_policyguard(state.system_messages + state.messages)
+            before = to_policyguard(state.system_messages + state.messages)
             blocked: dict[str, str] = {}
             first_change: Any = None
-            for call in assistant.tool_calls:
+            calls = list(assistant.tool_calls)
+            for position, call in enumerate(calls):
                 pending = ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
                 mutating = bool(self.is_mutating(call.name))
+                if mutating and first_change is not None and not blocked:
+                    self.held = calls[position:]
+                    break
                 started = time.perf_counter()
+                history = call_by_call(before, assistant.content, calls[: position + 1], {})
                 decision = self.guard.check(pending, history)
-                if decision.outcome == "allow" and mutating and first_change is not None:
-                    decision = one_change_at_a_time(first_change, call)
                 latency = time.perf_counter() - started
                 self.events.append(_event(self.turn, call, decision, mutating, latency))
                 if decision.outcome != "allow":

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..formats._common import says_error
 from ..messages import Message, ToolCall, Trajectory
 from .cowdb import SharedTables
 
@@ -192,4 +193,12 @@ def to_policyguard(messages: list[Any]) -> Trajectory:
 
 
 def _tool_message(message: Any) -> Message:
-    return Message(role="tool", tool_call_id=message.id, content=message.content, is_error=bool(message.error))
+    """A tau2 tool message; a failure is its error flag or, as tau2's environment writes one, ``"Error: ..."``.
+
+    Some published runs record failed calls with ``error: false`` and the text only. Reading a success as
+    a failure only removes a fact, so the text rule errs on the closed side (see ``formats._common``).
+    """
+    content = message.content
+    return Message(
+        role="tool", tool_call_id=message.id, content=content, is_error=bool(message.error) or says_error(content)
+    )

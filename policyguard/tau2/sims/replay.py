@@ -11,7 +11,7 @@ from ...checklist import Checklist
 from ...decision import Decision
 from ...errors import ConfigError
 from ...messages import ToolCall
-from ..agent import one_change_at_a_time
+from ..agent import call_by_call, recorded_answers
 from ..domain import to_policyguard
 from ..guarding import CallChecker
 from ..labels import POLICY_CONTRADICTING_GOLD
@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Action, Task
 
 _READ_EVIDENCE = ("missing fact", "missing principal", "prerequisite read not made")
-ONE_CHANGE = "<one-change-at-a-time>"  # GuardedAgent's block of a second change in one message
 
 
 # -- gold ------------------------------------------------------------------------
@@ -144,22 +143,23 @@ class SimsReplay:
         for index, message in enumerate(messages):
             if getattr(message, "role", None) != "assistant":
                 continue
-            writes = [c for c in message.tool_calls or [] if self.checklist.is_mutating(c.name)]
-            if not writes:
+            calls = list(message.tool_calls or [])
+            if not any(self.checklist.is_mutating(c.name) for c in calls):
                 continue
-            history = to_policyguard(messages[:index])
+            before = to_policyguard(messages[:index])
+            answers = recorded_answers(messages[index + 1 :])
             turn = message.turn_idx if message.turn_idx is not None else index
-            first_change: Any = None
-            for call in writes:
+            for position, call in enumerate(calls):
+                if not self.checklist.is_mutating(call.name):
+                    continue
+                # Judged as GuardedAgent runs a batch live: after the earlier calls of the message ran
+                # (their recorded results), with this call pending as the newest of the message.
+                history = call_by_call(before, message.content, calls[: position + 1], answers)
                 decision = self.guard.check(
                     ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments)), history
                 )
                 kind = block_kind(decision)
                 not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
-                if decision.outcome == "allow" and first_change is not None:  # as GuardedAgent judges it live
-                    decision = one_change_at_a_time(first_change, call)
-                    kind, not_met = "read_first", [ONE_CHANGE]  # see the first change's result, send this alone
-                first_change = first_change or call
                 out.append(
                     SimCall(
                         file=file,
