@@ -404,8 +404,14 @@ def test_an_approval_without_a_principal_never_matches_an_unknown_principal(rig:
     from .conftest import dialogue
 
     ownerless = rig.queue.submit(
-        new_request(CHECKLIST, refund_call("c1"), Decision.block("gate", "needs approval"), dialogue(refund_call("c1")),
-                    principal=None, ttl_s=3600)  # fmt: skip
+        new_request(
+            CHECKLIST,
+            refund_call("c1"),
+            Decision.block("gate", "needs approval"),
+            dialogue(refund_call("c1")),
+            principal=None,
+            ttl_s=3600,
+        )  # fmt: skip
     )
     rig.queue.approve(ownerless.id, "alice")
     assert matching(rig.queue, refund_call("c2"), principal=None, version=approval_version(CHECKLIST)) == []

@@ -113,11 +113,12 @@ def test_an_unknown_or_misspelled_event_kind_is_an_error_not_silence(tmp_path: P
     assert message.startswith(f"{path}:2: unknown event kind") and hint in message and "\n" not in message
 
 
-
 MISSING = object()
 
 
-@pytest.mark.parametrize("version", [None, MISSING, "", "policyguard.trace/2", "POLICYGUARD.TRACE/1", 1, ["policyguard.trace/1"]])
+@pytest.mark.parametrize(
+    "version", [None, MISSING, "", "policyguard.trace/2", "POLICYGUARD.TRACE/1", 1, ["policyguard.trace/1"]]
+)
 def test_a_record_without_the_known_format_version_is_malformed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], version: Any
 ) -> None:
@@ -134,6 +135,7 @@ def test_a_record_without_the_known_format_version_is_malformed(
     assert main(["audit", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:2" in err and err.count("\n") == 1
+
 
 def test_extension_kinds_with_the_x_prefix_are_skipped() -> None:
     trace = Trace()

@@ -173,7 +173,9 @@ def test_every_reader_refuses_a_key_named_twice_in_one_line_naming_key_and_where
         assert err.count("\n") == 1, err
         message = err
     assert "appears twice" in message and where in message, message
-    assert any(f"'{key}'" in message for key in ("reservation_id", "name", "content", "verdict", "t", "event", "domain"))
+    assert any(
+        f"'{key}'" in message for key in ("reservation_id", "name", "content", "verdict", "t", "event", "domain")
+    )
 
 
 json_values = st.recursive(
@@ -190,7 +192,9 @@ def test_json_without_repeated_keys_reads_as_the_standard_library_reads_it(value
 
 
 @given(st.text(max_size=4), json_values, json_values, st.lists(st.sampled_from(["list", "object"]), max_size=4))
-def test_a_repeated_key_at_any_depth_is_refused_naming_it(key: str, first: Any, second: Any, wrapping: list[str]) -> None:
+def test_a_repeated_key_at_any_depth_is_refused_naming_it(
+    key: str, first: Any, second: Any, wrapping: list[str]
+) -> None:
     text = "{" + f"{json.dumps(key)}: {json.dumps(first)}, {json.dumps(key)}: {json.dumps(second)}" + "}"
     for kind in wrapping:
         text = f"[{text}]" if kind == "list" else '{"wrapper": ' + text + "}"
