@@ -9,6 +9,10 @@
 2. **Decide.** A reviewer approves or denies (:func:`decide`; the
    ``policyguard approvals`` CLI). Nothing is signed yet: the decision is a
    record in the store.
+   The request records the principal the gate established (the integrator's
+   ``principal=``, else the checklist's lookup in the dialogue); with no
+   authenticated user there is nothing a person could approve for, so the call
+   stays blocked and nothing is queued.
 3. **Retry.** The same call (same tool, same argument hash, same principal,
    same policy and checklist version; resumed with its own call id or retried
    with a new one) checked again while the approval is unexpired is allowed
@@ -36,6 +40,7 @@ from .approvals import ApprovalCheck, MoneyEffect
 from .canonical import canonical_json, sha256_hex
 from .checklist import Checklist
 from .decision import Decision
+from .facts import resolve_principal
 from .messages import ToolCall, Trajectory
 from .trace import Trace
 
@@ -44,6 +49,12 @@ EFFECT_APPROVAL = "effect-approval"
 
 EXCERPT_MESSAGES = 12
 EXCERPT_CHARS = 600
+
+
+NO_PRINCIPAL_MESSAGE = (
+    "This action needs a supervisor's approval, but no user is authenticated, so it cannot be approved and was "
+    "not performed. Identify the user first; a supervisor can then approve the call for that user."
+)
 
 
 def waiting_message(request_id: str) -> str:
@@ -166,8 +177,20 @@ def new_request(
     )
 
 
+def approval_principal(checklist: Checklist, trajectory: Trajectory, given: str | None) -> str | None:
+    """Whose call a person approves: the principal the gate established (the integrator's, else the
+    checklist's lookup in the dialogue), or None when no user is authenticated."""
+    return resolve_principal(checklist, trajectory, given)
+
+
 def matching(queue: ApprovalQueue, call: ToolCall, *, principal: str | None, version: str) -> list[ApprovalRequest]:
-    """Requests for exactly this call: tool, argument hash, principal and approval version, oldest first."""
+    """Requests for exactly this call: tool, argument hash, principal and approval version, oldest first.
+
+    An unknown principal matches nothing, not even a request recorded without
+    one: two unknown users are not the same user.
+    """
+    if principal is None:
+        return []
     found = queue.all(tool=call.name, args_sha256=call.args_sha256, policy_version=version)
     return [r for r in found if r.principal == principal]
 

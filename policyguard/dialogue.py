@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from . import strictjson
 from .errors import PolicyGuardError
 from .limits import loads_json
 from .messages import Message, ToolCall, Trajectory
@@ -282,7 +283,7 @@ def parse_conversation(per_call_text: str) -> list[dict[str, Any]]:
     if lines[start] == "[]":
         return []
     end = lines.index("]", start)
-    value = json.loads("\n".join(lines[start : end + 1]))
+    value = strictjson.loads("\n".join(lines[start : end + 1]))
     if not isinstance(value, list):
         raise ValueError("the conversation is not a JSON array")
     return value

@@ -443,7 +443,15 @@ class Guard:
 
     def _ask_person(self, call: ToolCall, trajectory: Trajectory, decision: Decision, ids: dict[str, Any]) -> Decision:
         """Spend an approval a reviewer gave for exactly this call, or wait for one (see approvalflow)."""
-        from .approvalflow import approval_version, denied_message, matching, new_request, waiting_message
+        from .approvalflow import (
+            NO_PRINCIPAL_MESSAGE,
+            approval_principal,
+            approval_version,
+            denied_message,
+            matching,
+            new_request,
+            waiting_message,
+        )
 
         queue = self.approvals
         assert queue is not None
@@ -454,7 +462,10 @@ class Guard:
             **ids,
         }
         try:
-            found = matching(queue, call, principal=self.principal, version=approval_version(self.checklist))
+            principal = approval_principal(self.checklist, trajectory, self.principal)
+            if principal is None:  # no user to approve for: None == None is not the same user
+                return Decision.block("approver", NO_PRINCIPAL_MESSAGE, error="no authenticated principal", **carried)
+            found = matching(queue, call, principal=principal, version=approval_version(self.checklist))
             denied = [r for r in found if r.status == "denied"]
             if denied:  # deny is final for this call
                 return Decision.block(
@@ -475,7 +486,7 @@ class Guard:
                 if waiting
                 else queue.submit(
                     new_request(
-                        self.checklist, call, decision, trajectory, principal=self.principal, ttl_s=self.approval_ttl_s
+                        self.checklist, call, decision, trajectory, principal=principal, ttl_s=self.approval_ttl_s
                     )
                 )
             )

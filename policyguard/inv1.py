@@ -14,7 +14,8 @@ system that writes these records (not only PolicyGuard) can be audited after
 the fact.
 
 The format is read strictly, because a trace the checker misreads proves
-nothing: every record needs a known ``event`` kind (a near miss such as
+nothing: every record needs the format version ``v`` (exactly
+``policyguard.trace/1``; absent or ``null`` is an error), a known ``event`` kind (a near miss such as
 ``"Execute"`` is an error, not an ignored record), an integer ``t`` greater
 than the previous record's and a finite ``ts``; INV-1 events need their fields
 with their exact JSON types; an empty trace is an error. Unknown *fields* are
@@ -83,7 +84,7 @@ class _Record(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
-    v: str | None = None
+    v: str
     event: str
     t: int = Field(description="Logical clock, strictly increasing within one trace.")
     ts: float = Field(allow_inf_nan=False, description="Wall clock, epoch seconds.")
@@ -209,7 +210,7 @@ def parse_event(record: object, *, file: str | None = None, line: int | None = N
     """Validate one trace record; ``None`` for known kinds INV-1 does not judge.
 
     Raises :class:`TraceFormatError` for a record that is not an object, lacks
-    ``event``/``t``/``ts``, has an unknown kind or an unsupported ``v``, or is an
+    ``v``/``event``/``t``/``ts``, has an unknown kind or an unsupported ``v``, or is an
     INV-1 event with a missing or ill-typed field. The clock order is checked by
     :func:`parse_events` and :func:`read_events`, which see the records in order.
     """
@@ -219,9 +220,13 @@ def parse_event(record: object, *, file: str | None = None, line: int | None = N
         raise TraceFormatError("record has no 'event' field", file=file, line=line)
     kind = record["event"]
     _check_kind(kind, file=file, line=line)
-    version = record.get("v")
-    if version is not None and version != TRACE_MAJOR:
-        raise TraceFormatError(f"unsupported trace format {version!r} (expected {TRACE_MAJOR!r})", file=file, line=line)
+    if "v" not in record:
+        raise TraceFormatError(f"record has no 'v' field (the format version, {TRACE_MAJOR!r})", file=file, line=line)
+    version = record["v"]
+    if version != TRACE_MAJOR:
+        raise TraceFormatError(
+            f"field 'v': unsupported trace format {version!r} (expected {TRACE_MAJOR!r})", file=file, line=line
+        )
     model = _MODELS.get(kind)
     if model is None:
         _validate(_Record, record, file=file, line=line)

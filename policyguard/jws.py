@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
+from . import strictjson
 from .errors import PolicyGuardError
 
 ALGORITHM = "EdDSA"
@@ -170,7 +171,7 @@ def _segment(segment: bytes, name: str) -> bytes:
 def _json_object(data: bytes, name: str) -> dict[str, Any]:
     """Strict JSON: no NaN or Infinity; size bounded by MAX_TOKEN_CHARS, nesting by the recursion limit."""
     try:
-        value = json.loads(data.decode("utf-8"), parse_constant=_not_a_number, parse_float=_finite)
+        value = strictjson.loads(data.decode("utf-8"), parse_constant=_not_a_number, parse_float=_finite)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise JWSError("malformed", f"the {name} is not JSON: {exc}") from None
     if not isinstance(value, dict):

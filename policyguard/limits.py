@@ -7,8 +7,8 @@ Anything a model, a user or a compromised tool can write is bounded here:
   64 bits (the CEL engine turns larger ones into floats, where ``y + 1 <= y``
   can hold);
 * tool results read as facts: at most :data:`MAX_RESULT_CHARS` characters,
-  the same depth limit, and no ``NaN``/``Infinity`` (Python's ``json`` accepts
-  them; JSON does not).
+  the same depth limit, no ``NaN``/``Infinity`` (Python's ``json`` accepts
+  them; JSON does not) and no key named twice in one object.
 
 A call that breaks a limit is blocked; a result that breaks one is not a fact
 (so a check that needs it blocks, naming why).
@@ -16,9 +16,10 @@ A call that breaks a limit is blocked; a result that breaks one is not a fact
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
+
+from . import strictjson
 
 MAX_DEPTH = 64
 MAX_NODES = 100_000
@@ -40,7 +41,7 @@ def loads_json(text: str, *, max_chars: int = MAX_RESULT_CHARS, max_depth: int =
     if len(text) > max_chars:
         raise LimitError(f"{len(text):,} characters is over the limit of {max_chars:,}")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = strictjson.loads(text, parse_constant=_reject_constant)
     except RecursionError as exc:
         raise LimitError(f"nested deeper than {max_depth} levels") from exc
     problem = value_problem(value, max_depth=max_depth, max_nodes=None)

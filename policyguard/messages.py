@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .canonical import args_sha256
 from .limits import LimitError, loads_json
+from .strictjson import DuplicateKeyError
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -105,6 +106,8 @@ def parse_result_text(content: str) -> tuple[Any, str | None]:
         return loads_json(content), None
     except LimitError as exc:
         return None, f"over a limit ({exc})"
+    except DuplicateKeyError as exc:
+        return None, f"not JSON ({exc})"
     except (TypeError, ValueError, RecursionError):
         return None, "not JSON"
 

@@ -31,6 +31,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import strictjson
+
 TRACE_FORMAT = "policyguard.trace/1"
 DEFAULT_KEEP = 1000
 """Events an in-memory trace keeps by default (the newest); older ones are dropped."""
@@ -126,14 +128,14 @@ def _last_t(path: Path, tail: int = 4 << 20) -> int:
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL trace; raises ValueError naming the line on bad JSON."""
+    """Read a JSONL trace; raises ValueError naming the line on bad JSON (a key named twice included)."""
     records: list[dict[str, Any]] = []
     with Path(path).open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = strictjson.loads(line)
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: not JSON: {exc}") from exc
             if not isinstance(record, dict):

@@ -21,6 +21,9 @@ Errors (``checklist validate`` exits 1):
   ``ToolType.WRITE``, ``x-mutating: true``, MCP ``readOnlyHint: false`` or
   ``destructiveHint: true``) is not declared ``mutating: false``, and a fact
   comes from no such tool;
+* a tool key or tool name has no whitespace at either end and no non-printable
+  character (no agent calls ``"refund "``); a read-only tool (``mutating:
+  false``) has no requirements, since the guard never runs them;
 * every ``check`` and fact ``match`` compiles and reads only known variables;
   every ``facts.X`` is declared under ``facts:``; prerequisites are read-only;
 * every ``source`` quote occurs in the policy text (after normalizing
@@ -231,6 +234,16 @@ def _arg_names(expression: str) -> set[str]:
     return names
 
 
+def _name_problem(name: str) -> str | None:
+    """Why no agent could call a tool by ``name`` (a space at either end, an invisible character), or None."""
+    if name != name.strip():
+        return "has whitespace at the start or end"
+    hidden = next((c for c in name if not c.isprintable()), None)
+    if hidden is not None:
+        return f"contains the non-printable character U+{ord(hidden):04X}"
+    return None
+
+
 def _one_line(exc: Exception) -> str:
     """An engine message on one line: the caret drawing is dropped, the position stays."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.lstrip().startswith("|")]
@@ -358,7 +371,12 @@ class _Semantics:
         return self.known is None or name in self.known
 
     def check_tool(self, path: PathKey, name: str) -> bool:
-        """Report ``name`` if the tools are known and it is not one of them; True when it exists."""
+        """Report ``name`` if no agent could call it, or the tools are known and it is not one of them;
+        True when it exists."""
+        problem = _name_problem(name)
+        if problem is not None:
+            self.out.add(path, f"tool name {name!r} {problem}; no tool is called that")
+            return False
         if self.tool_exists(name):
             return True
         self.out.add(path, f"unknown tool {name!r}{self.did_you_mean(name)}")
@@ -383,7 +401,16 @@ class _Semantics:
         if checklist.principal is not None:
             self.check_tool(("principal", "tool"), checklist.principal.tool)
         for key, spec in checklist.tools.items():
-            if known is not None and not _tools_for_key(key, known, checklist):
+            problem = _name_problem(key)
+            if problem is not None:
+                out.add(("tools", key), f"tool key {key!r} {problem}; it guards no tool the agent can call")
+            if not spec.mutating and spec.requirements:
+                out.add(
+                    ("tools", key, "mutating"),
+                    f"read-only tool {key!r} has {len(spec.requirements)} requirement(s) that never run (the guard "
+                    "lets read-only calls through unchecked); declare it mutating: true or move them",
+                )
+            if problem is None and known is not None and not _tools_for_key(key, known, checklist):
                 if is_glob(key):
                     out.add(("tools", key), f"no tool matches the glob {key!r} (among the {len(known)} tools given)")
                 else:

@@ -24,13 +24,13 @@ still write), nor does ``openWorldHint`` or ``idempotentHint``.
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import strictjson
 from ..errors import ConfigError
 
 
@@ -67,7 +67,7 @@ def load_tools_file(path: str | Path) -> list[ToolInfo]:
     """Read an OpenAI- or Anthropic-style tool list (or ``{"tools": [...]}``) from JSON."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strictjson.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ToolsError(f"{path}: cannot read tools file: {exc.strerror}") from exc
     except ValueError as exc:

@@ -20,6 +20,8 @@ import json
 import shlex
 import sys
 
+from .. import strictjson
+
 
 def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from ..tau2.guarding import CONFIGS
@@ -188,7 +190,7 @@ def _tau2(args: argparse.Namespace) -> int:
         raw = getattr(args, name)
         if raw is not None:
             try:
-                value = json.loads(raw)
+                value = strictjson.loads(raw)
             except ValueError as exc:
                 raise ConfigError(f"--{name.replace('_', '-')}: not JSON: {exc}") from exc
             if not isinstance(value, dict):

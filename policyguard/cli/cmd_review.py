@@ -36,7 +36,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--allow-remote",
         action="store_true",
-        help="allow a non-loopback --host (put TLS in front: the login token and cookie travel in clear otherwise)",
+        help="allow a non-loopback --host (put TLS in front: the login token and cookie travel in clear otherwise); "
+        "implies --secure-cookie",
+    )
+    parser.add_argument(
+        "--secure-cookie",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mark the session cookie Secure, so a browser sends it over HTTPS only (default: on with "
+        "--allow-remote, off otherwise; --no-secure-cookie for a remote console without TLS)",
     )
     parser.set_defaults(func=_handle)
 
@@ -67,7 +75,10 @@ def _handle(args: argparse.Namespace) -> int:
     from ..storeurl import open_approvals
 
     queue = open_approvals(args.store)
-    app = create_app(queue, token=token, trace_files=args.trace, decide=_decider(queue, args.events))
+    secure = args.allow_remote if args.secure_cookie is None else args.secure_cookie
+    app = create_app(
+        queue, token=token, trace_files=args.trace, decide=_decider(queue, args.events), secure_cookie=secure
+    )
     print(f"policyguard review: http://{args.host}:{args.port}/ (queue in {args.store})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import strictjson
 from ..decision import decision_json
 from ..errors import ConfigError, FormatError
 from ..inputs import as_call
@@ -78,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _read_json(path: Path, what: str) -> Any:
     """The JSON in ``path``; any failure is a :class:`ConfigError` naming the file, never a traceback."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return strictjson.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     except RecursionError:

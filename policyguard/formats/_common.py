@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import strictjson
 from ..errors import FormatError
 from ..limits import MAX_DEPTH, MAX_RESULT_CHARS, call_problem
 from ..messages import Trajectory
@@ -92,7 +93,7 @@ def parse_arguments(raw: Any, where: str, call_id: str) -> dict[str, Any]:
         if len(raw) > MAX_RESULT_CHARS:
             raise FormatError(f"{where}: call {call_id!r}: arguments are over {MAX_RESULT_CHARS:,} characters")
         try:
-            raw = json.loads(raw)  # NaN and Infinity parse here so call_problem can name the argument
+            raw = strictjson.loads(raw)  # NaN and Infinity parse here so call_problem can name the argument
         except RecursionError:
             raise FormatError(f"{where}: call {call_id!r}: arguments nested deeper than {MAX_DEPTH} levels") from None
         except ValueError as exc:

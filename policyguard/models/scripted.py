@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import strictjson
 from ..decision import Usage
 from ..errors import ConfigError, ModelError, ScriptedModelError
 from .base import ModelRequest, ModelResponse
@@ -116,7 +117,7 @@ class ScriptedModel:
         """
         path = Path(path)
         try:
-            items = json.loads(path.read_text(encoding="utf-8"))
+            items = strictjson.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: cannot read scripted model steps: {exc}") from exc
         if not isinstance(items, list):

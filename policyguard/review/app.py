@@ -5,7 +5,8 @@ that carries the session's CSRF token; a GET never changes anything. Responses
 carry a strict Content-Security-Policy (no script, styles from this origin),
 ``X-Frame-Options: DENY`` and ``Cache-Control: no-store``. A decision error
 (already decided, expired, unknown id) is shown as a one-line message with
-status 409/404, never a traceback.
+status 409/404, never a traceback. Only ``/approve`` and ``/deny`` decide; any other
+action (``/Approve``, ``/reject``) is a 404 and records nothing.
 """
 
 from __future__ import annotations
@@ -175,7 +176,15 @@ def create_app(
             return page("message.html", session, status=404, title="Not found", text="No such approval request.")
         return page("request.html", session, item=found, money=_money, notice=None)
 
-    async def decide_route(request: Request) -> Response:
+    def decide_route(action: Action) -> Callable[[Request], Any]:
+        """The POST handler of one action; each action has its own route, so any other path is a 404."""
+
+        async def handler(request: Request) -> Response:
+            return await decide_request(request, action)
+
+        return handler
+
+    async def decide_request(request: Request, action: Action) -> Response:
         session = current(request)
         if session is None:
             return PlainTextResponse("log in first", status_code=401)
@@ -185,7 +194,6 @@ def create_app(
             return PlainTextResponse(bad.reason, status_code=bad.status)
         if not csrf_ok(session, form.get("csrf")):
             return PlainTextResponse("CSRF token missing or wrong", status_code=403)
-        action: Action = "approve" if request.path_params["action"] == "approve" else "deny"
         reason = form.get("reason", "").strip() or None
         if reason is not None and len(reason) > MAX_REASON_CHARS:
             return PlainTextResponse(f"reason: at most {MAX_REASON_CHARS} characters", status_code=400)
@@ -237,7 +245,8 @@ def create_app(
         Route("/logout", logout, methods=["POST"]),
         Route("/queue", queue_page, methods=["GET"]),
         Route("/requests/{request_id}", request_page, methods=["GET"]),
-        Route("/requests/{request_id}/{action:str}", decide_route, methods=["POST"]),
+        Route("/requests/{request_id}/approve", decide_route("approve"), methods=["POST"]),
+        Route("/requests/{request_id}/deny", decide_route("deny"), methods=["POST"]),
         Route("/decisions", decisions_page, methods=["GET"]),
         Route("/decisions/{file:int}/{t:int}", decision_page, methods=["GET"]),
         Route("/static/review.css", stylesheet, methods=["GET"]),

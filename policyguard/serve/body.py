@@ -9,12 +9,12 @@ below (``extra="forbid"``, strict types).
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .. import strictjson
 from ..formats import Format  # every format the readers know, so a new reader is served too
 from ..limits import value_problem
 
@@ -102,15 +102,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
 def parse_json(raw: bytes) -> Any:
     """Strict JSON within the limits; :class:`BadRequest` (400) naming the problem."""
     try:
@@ -118,7 +109,7 @@ def parse_json(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise BadRequest(400, f"the body is not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
-        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        value = strictjson.loads(text, parse_constant=_no_constant)
     except RecursionError:
         raise BadRequest(400, f"the body is nested deeper than {MAX_BODY_DEPTH} levels") from None
     except ValueError as exc:  # bad JSON, a duplicate key, NaN, an integer too long to convert

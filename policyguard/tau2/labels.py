@@ -19,13 +19,13 @@ compliant.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .. import strictjson
 from ..canonical import canonical_json
 from ..errors import ConfigError
 
@@ -105,7 +105,7 @@ def default_labels_path(domain: str) -> Path:
 def load_labels(path: str | Path) -> LabelsFile:
     file = Path(path)
     try:
-        return LabelsFile.model_validate(json.loads(file.read_text(encoding="utf-8")))
+        return LabelsFile.model_validate(strictjson.loads(file.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{file}: cannot read the labels file: {exc}") from exc
 

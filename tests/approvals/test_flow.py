@@ -9,11 +9,12 @@ import json
 import jwt
 import pytest
 
-from policyguard.approvalflow import EFFECT_APPROVAL, decide
+from policyguard.approvalflow import EFFECT_APPROVAL, approval_version, decide, matching, new_request
 from policyguard.approvalqueue import ApprovalError
 from policyguard.checklist import Checklist
 from policyguard.decision import Decision
 from policyguard.guard import Guard
+from policyguard.messages import Message, ToolCall, Trajectory
 
 from .conftest import CHECKLIST, POLICY, PRINCIPAL, Rig, checklist_data, refund_call
 
@@ -354,3 +355,66 @@ def test_an_amount_no_person_may_approve_is_blocked_not_queued(rig: Rig, amount:
     decision = rig.check(refund_call("c1", amount=amount))  # type: ignore[arg-type]
     assert decision.outcome == "block" and decision.approval_id is None
     assert rig.queue.all() == [] and rig.refund.calls == []
+
+
+def _looked_up(call: ToolCall, user_id: str) -> Trajectory:
+    """A dialogue in which the agent authenticated ``user_id`` by a lookup, then made ``call``."""
+    lookup = ToolCall(id=f"lookup-{call.id}", name="get_user_details", arguments={"user_id": user_id})
+    return Trajectory(
+        messages=[
+            Message(role="user", content="Refund my order."),
+            Message(role="assistant", tool_calls=[lookup]),
+            Message(role="tool", tool_call_id=lookup.id, name=lookup.name, content=json.dumps({"user_id": user_id})),
+            Message(role="assistant", tool_calls=[call]),
+        ]
+    )
+
+
+def _with_principal_lookup(rig: Rig) -> Guard:
+    """A guard given no principal: the checklist says the user is who get_user_details returned."""
+    data = checklist_data()
+    data["principal"] = {"tool": "get_user_details", "field": "user_id"}
+    data["tools"]["get_user_details"] = {"mutating": False}
+    return rig.guard_with(checklist=Checklist.model_validate(data), principal=None)
+
+
+def test_the_request_records_the_principal_the_gate_took_from_the_dialogue(rig: Rig) -> None:
+    guard = _with_principal_lookup(rig)
+    waiting = guard.check(refund_call("c1"), _looked_up(refund_call("c1"), "u-9"))
+    assert waiting.awaiting_approval and waiting.approval_id is not None
+    request = rig.queue.get(waiting.approval_id)
+    assert request is not None and request.principal == "u-9"
+    rig.queue.approve(waiting.approval_id, "alice")
+    other_user = guard.check(refund_call("c2"), _looked_up(refund_call("c2"), "u-10"))
+    assert other_user.awaiting_approval and other_user.approval_id != waiting.approval_id
+    assert guard.check(refund_call("c3"), _looked_up(refund_call("c3"), "u-9")).approval_id == waiting.approval_id
+
+
+def test_with_no_known_principal_a_person_cannot_approve_and_nothing_is_queued(rig: Rig) -> None:
+    guard = _with_principal_lookup(rig)
+    decision = guard.check(refund_call("c1"), Trajectory(messages=[Message(role="assistant",
+                                                                           tool_calls=[refund_call("c1")])]))  # fmt: skip
+    assert (decision.outcome, decision.stage, decision.approval_id) == ("block", "approver", None)
+    assert "no user is authenticated" in (decision.message or "")
+    assert rig.queue.all() == []
+
+
+def test_an_approval_without_a_principal_never_matches_an_unknown_principal(rig: Rig) -> None:
+    """None == None is not the same user: an old request recorded without a principal lets nothing through."""
+    from .conftest import dialogue
+
+    ownerless = rig.queue.submit(
+        new_request(
+            CHECKLIST,
+            refund_call("c1"),
+            Decision.block("gate", "needs approval"),
+            dialogue(refund_call("c1")),
+            principal=None,
+            ttl_s=3600,
+        )  # fmt: skip
+    )
+    rig.queue.approve(ownerless.id, "alice")
+    assert matching(rig.queue, refund_call("c2"), principal=None, version=approval_version(CHECKLIST)) == []
+    decision = rig.check(refund_call("c2"), guard=rig.guard_with(principal=None))
+    assert not decision.allowed and rig.refund.calls == []
+    assert rig.queue.get(ownerless.id).status == "approved"  # type: ignore[union-attr]

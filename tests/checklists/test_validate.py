@@ -175,3 +175,50 @@ def test_an_example_the_check_cannot_evaluate_is_an_error() -> None:
     problems = validate_checklist(parse_checklist(text, file="c.yaml"), tools=TOOLS)
     assert [(p.line, p.field) for p in problems] == [(29, "tools.refund.requirements.1.examples.0")]
     assert "fails to evaluate" in problems[0].message
+
+
+GOOD = (FIXTURES / "good.yaml").read_text(encoding="utf-8")
+
+
+def _cli_errors(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
+    """`checklist validate FILE --policy POLICY` (no --tools) on ``text``: the file and its error lines."""
+    from policyguard.cli import main
+
+    path = tmp_path / "checklist.yaml"
+    path.write_text(text, encoding="utf-8")
+    code = main(["checklist", "validate", str(path), "--policy", str(FIXTURES / "policy.md")])
+    errors = [line for line in capsys.readouterr().out.splitlines() if ": error: " in line]
+    assert code == 1, errors
+    return str(path), errors
+
+
+def test_requirements_on_a_read_only_tool_are_an_error_because_they_never_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = GOOD.replace(
+        "  get_order: {mutating: false}\n",
+        "  get_order:\n"
+        "    mutating: false\n"
+        "    requirements:\n"
+        "      - id: delivered-lookup\n"
+        "        text: Only delivered orders can be refunded.\n"
+        "        kind: procedural\n"
+        '        source: "Refunds are allowed only for orders that were delivered."\n',
+    )
+    path, errors = _cli_errors(tmp_path, text, capsys)
+    [error] = errors
+    assert error.startswith(f"{path}:12: tools.get_order.mutating: error: ")
+    assert "'get_order'" in error and "never" in error
+
+
+@pytest.mark.parametrize("key", ["refund ", " refund", "refund\t", "refund\u200b", "refund\u00a0", "re\u0007fund"])
+def test_a_tool_key_with_surrounding_space_or_an_invisible_character_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    """No agent calls "refund " or "refund\\u200b": such a key guards nothing, and it looks right on screen."""
+    quoted = key.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+    text = GOOD.replace("\n  refund:\n", f'\n  "{quoted}":\n')
+    assert text != GOOD
+    path, errors = _cli_errors(tmp_path, text, capsys)
+    [error] = errors
+    assert error.startswith(f"{path}:12: tools.{key}: error: ") and repr(key) in error

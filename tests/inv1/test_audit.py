@@ -146,8 +146,9 @@ def write_lines(path: Path, lines: list[str]) -> Path:
 
 
 def test_missing_required_field_names_file_line_and_field(tmp_path: Path) -> None:
-    good = json.dumps({"event": "submit", "call_id": "c1", "tool": "t", "args_sha256": H1, "t": 1, "ts": 1.0})
-    bad = json.dumps({"event": "allow", "call_id": "c1", "tool": "t", "args_sha256": H1, "t": 2, "ts": 1.0})
+    v1 = {"v": "policyguard.trace/1"}
+    good = json.dumps({**v1, "event": "submit", "call_id": "c1", "tool": "t", "args_sha256": H1, "t": 1, "ts": 1.0})
+    bad = json.dumps({**v1, "event": "allow", "call_id": "c1", "tool": "t", "args_sha256": H1, "t": 2, "ts": 1.0})
     path = write_lines(tmp_path / "t.jsonl", [good, bad])
     with pytest.raises(TraceFormatError) as info:
         audit_file(path)

@@ -113,6 +113,30 @@ def test_an_unknown_or_misspelled_event_kind_is_an_error_not_silence(tmp_path: P
     assert message.startswith(f"{path}:2: unknown event kind") and hint in message and "\n" not in message
 
 
+MISSING = object()
+
+
+@pytest.mark.parametrize(
+    "version", [None, MISSING, "", "policyguard.trace/2", "POLICYGUARD.TRACE/1", 1, ["policyguard.trace/1"]]
+)
+def test_a_record_without_the_known_format_version_is_malformed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: Any
+) -> None:
+    """A record whose ``v`` is null, absent or another format is not evidence: exit 2, naming line and field."""
+    bad = record("execute", 2)
+    if version is MISSING:
+        del bad["v"]
+    else:
+        bad["v"] = version
+    path = write(tmp_path / "t.jsonl", [record("allow", 1, policy_version=V1, expires_at=4e9), bad])
+    with pytest.raises(TraceFormatError) as info:
+        audit_file(path)
+    assert str(info.value).startswith(f"{path}:2: ") and "'v'" in str(info.value)
+    assert main(["audit", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2" in err and err.count("\n") == 1
+
+
 def test_extension_kinds_with_the_x_prefix_are_skipped() -> None:
     trace = Trace()
     trace.emit("x-note", text="operator looked at it")
@@ -150,7 +174,7 @@ def test_fields_must_have_their_json_types(tmp_path: Path, field: str, value: An
 
 def test_every_record_needs_t_and_ts_not_only_inv1_events(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match=":1: record: field 't'"):
-        audit_file(write(tmp_path / "t.jsonl", [{"event": "decision", "ts": 1.0}]))
+        audit_file(write(tmp_path / "t.jsonl", [{"v": "policyguard.trace/1", "event": "decision", "ts": 1.0}]))
 
 
 def test_non_finite_numbers_are_not_json(tmp_path: Path) -> None:

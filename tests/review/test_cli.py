@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from policyguard.cli import main
@@ -47,3 +49,39 @@ def test_a_bad_store_url_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytes
     monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
     code, err = _run(["review", "--store", "mysql://db/queue", "--port", "0"], capsys)
     assert code == 2 and "unknown scheme 'mysql'" in err and err.count("\n") == 1
+
+
+def _served_app(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The app `policyguard review argv` would serve (uvicorn.run is replaced; nothing listens)."""
+    uvicorn = pytest.importorskip("uvicorn")
+    served: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append(app))
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
+    assert main(["review", "--store", "sqlite:///:memory:", "--port", "0", *argv]) == 0
+    return served[0]
+
+
+def _login_cookie(app: Any) -> str:
+    from starlette.testclient import TestClient
+
+    with TestClient(app, base_url="https://127.0.0.1") as client:
+        response = client.post("/login", data={"reviewer": "Dana", "token": TOKEN}, follow_redirects=False)
+    assert response.status_code == 303
+    return response.headers["set-cookie"].lower()
+
+
+@pytest.mark.parametrize(
+    ("argv", "secure"),
+    [
+        ([], False),
+        (["--secure-cookie"], True),
+        (["--host", "0.0.0.0", "--allow-remote"], True),
+        (["--host", "0.0.0.0", "--allow-remote", "--no-secure-cookie"], False),
+    ],
+)
+def test_the_session_cookie_is_secure_whenever_the_console_may_be_reached_remotely(
+    argv: list[str], secure: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--allow-remote means TLS in front, so the cookie gets Secure unless --no-secure-cookie says otherwise."""
+    cookie = _login_cookie(_served_app(argv, monkeypatch))
+    assert ("; secure" in cookie) is secure, cookie

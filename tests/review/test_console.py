@@ -97,6 +97,17 @@ def test_deny_is_final(client: TestClient, queue: SQLiteApprovalQueue) -> None:
     assert queue.get(item.id).status == "denied"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("action", ["Approve", "APPROVE", "reject", "approve ", "denied", "x"])
+def test_an_unknown_action_is_404_and_decides_nothing(
+    client: TestClient, queue: SQLiteApprovalQueue, action: str
+) -> None:
+    item = queue.submit(make_request())
+    csrf = log_in(client)
+    response = client.post(f"/requests/{item.id}/{action}", data={"csrf": csrf})
+    assert response.status_code == 404
+    assert queue.get(item.id).status == "pending"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("csrf", [None, "", "wrong-token", "x" * 43])
 def test_a_decision_without_the_sessions_csrf_token_is_refused(
     client: TestClient, queue: SQLiteApprovalQueue, csrf: str | None
