@@ -17,7 +17,8 @@ A requirement is a confirmation requirement when the checklist says so
 (``confirmation: true``, :func:`is_confirmation`). As a fallback, a
 ``procedural`` requirement whose text reads like one is treated as one too
 (:func:`reads_like_confirmation`: the user, customer, member... confirms, says
-yes, agrees or consents in the same clause, or "an explicit yes"), so a
+yes, agrees or consents in the same clause, something is confirmed "with the
+user", or "an explicit yes"), so a
 checklist written before the flag existed loses no check; ``checklist
 validate`` warns about such a requirement until the flag is written. Wording
 can only add the check, never remove it: there is no way to mark a requirement
@@ -40,11 +41,12 @@ from .verdict import RequirementJudgement
 _PARTY = r"(?:user|customer|member|client|caller|passenger|travell?er|guest|patient|buyer)s?(?:'s?)?"
 _ASSENT = r"""(?:confirm|(?:say|said|answer|repl(?:y|ie))\w*\s+["'“‘]?yes\b|agree|consent)"""
 CONFIRMATION = re.compile(
-    rf"\b{_PARTY}\b[^.;:]*?\b{_ASSENT}|\bexplicit(?:ly)?\s+[\"'“‘]?(?:yes\b|consent|agreement)",
+    rf"\b{_PARTY}\b[^.;:]*?\b{_ASSENT}|\bconfirm\w*\b[^.;:]*?\bwith\s+the\s+{_PARTY}\b"
+    rf"|\bexplicit(?:ly)?\s+[\"'“‘]?(?:yes\b|consent|agreement)",
     re.IGNORECASE,
 )
 """Text that reads like the user's confirmation: a party (user, customer, member...) and then "confirm...",
-"said yes", "agree..." or "consent..." in the same clause, or "explicit yes"."""
+"said yes", "agree..." or "consent..." in the same clause, "confirm... with the user", or "explicit yes"."""
 
 
 def reads_like_confirmation(text: str) -> bool:

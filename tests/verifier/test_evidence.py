@@ -299,6 +299,7 @@ def _req(text: str, kind: str = "procedural", confirmation: bool = False) -> Req
         ('The customer said "yes" to the fee.', "procedural", True),
         ("The passenger agreed to the new itinerary.", "procedural", True),
         ("The agent got an explicit yes for this change.", "procedural", True),
+        ("The agent confirmed the new address with the customer.", "procedural", True),
     ],
 )
 def test_which_requirements_are_confirmations(text: str, kind: str, expected: bool) -> None:
