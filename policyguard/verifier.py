@@ -27,8 +27,9 @@ the budget, the verifier blocks (``verifier_error``, the error says by how much)
 The answer is checked, not only parsed: every MET must cite, in
 ``evidence_messages``, messages the model was shown, and a confirmation
 requirement (``confirmation: true``, or worded like one) must cite a user
-message after the agent's last message to the user (:mod:`policyguard.evidence`). A MET that fails this counts as NOT_MET; the
-decision's ``inconsistency`` records it as ``verifier_evidence: ...``.
+message after the agent's last message to the user (:mod:`policyguard.evidence`).
+A MET that fails this counts as NOT_MET; the decision's ``inconsistency``
+records it as ``verifier_evidence: ...``.
 
 Modes (the input regimes PG-CHECKLIST, PG-RAW, PG-RAW-TRAJ and PG-CHECKLIST-ONLY of the paper):
 

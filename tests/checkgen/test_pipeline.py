@@ -344,9 +344,10 @@ def test_a_rule_that_reads_like_the_users_yes_is_written_with_confirmation_true(
     checklist = load_checklist(out)
     assert [(r.id, r.confirmation) for r in checklist.general_rules] == [("general.confirmed", True)]
     assert not any(r.confirmation for r in checklist.tools["issue_refund"].requirements)
-    assert "general_rules: general.confirmed reads like the user's confirmation; set confirmation: true" in record(
-        out, "5-notes"
-    )["notes"]
+    assert (
+        "general_rules: general.confirmed reads like the user's confirmation; set confirmation: true"
+        in record(out, "5-notes")["notes"]
+    )
     problems = validate_checklist(out, policy_text=POLICY.read_text())
     assert not [p for p in problems if "confirmation" in p.message]
 
@@ -360,7 +361,9 @@ def test_a_confirmation_flag_the_model_sets_is_kept_whatever_the_wording(
     assert [(r.id, r.confirmation) for r in rules] == [("general.confirmed", True)]
 
 
-def test_the_requirement_schema_asks_the_model_for_the_confirmation_flag(desk: Any, generate: Callable[..., Any]) -> None:
+def test_the_requirement_schema_asks_the_model_for_the_confirmation_flag(
+    desk: Any, generate: Callable[..., Any]
+) -> None:
     model = desk.model()
     assert generate(model).code == 0
     for request in model.calls:

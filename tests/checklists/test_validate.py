@@ -201,9 +201,7 @@ def _renew_checklist(requirement: str) -> str:
 def test_a_requirement_that_reads_like_a_confirmation_without_the_flag_is_warned_about(text: str) -> None:
     checklist = parse_checklist(_renew_checklist(f"        text: {text}\n"), file="c.yaml")
     problems = validate_checklist(checklist, tools=[ToolInfo("renew_loan", mutating=True)])
-    assert [(p.line, p.field, p.severity) for p in problems] == [
-        (7, "tools.renew_loan.requirements.0.text", "warning")
-    ]
+    assert [(p.line, p.field, p.severity) for p in problems] == [(7, "tools.renew_loan.requirements.0.text", "warning")]
     assert "add confirmation: true" in problems[0].message
 
 

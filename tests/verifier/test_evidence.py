@@ -11,7 +11,6 @@ import json
 from dataclasses import replace
 
 import pytest
-
 from pydantic import ValidationError
 
 from policyguard import Checklist, Guard, Message, ScriptedModel, ToolCall, Trajectory
