@@ -10,20 +10,33 @@ pinned by name, sha256 version and path.
 Each mutating tool gets one ``TODO`` requirement whose ``source`` is not a
 quote of the policy, so ``checklist validate --policy`` fails, naming the file
 and line, until a person writes the real requirement.
+
+When a sentence of the policy asks for the user's confirmation (it reads like
+one, :func:`policyguard.evidence.reads_like_confirmation`), the skeleton also
+has a general rule quoting it, marked ``confirmation: true``: the verifier then
+accepts a MET only when it cites the user's own reply after the agent's last
+message, whatever the rule's wording becomes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from .canonical import policy_version
 from .checkgen.tools import ToolInfo, load_tools
 from .errors import ConfigError
+from .evidence import reads_like_confirmation
+from .validate import normalize_policy_text, quote_in_policy
 
 TODO_SOURCE = "TODO: quote the policy sentence this requirement comes from"
+CONFIRMATION_TEXT = "The agent listed this action's details and the user said yes afterwards."
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:[-*+#>]|\d+[.)])\s)")
+_LEADING_MARKS = re.compile(r"^(?:\s*(?:[-*+#>]+|\d+[.)])\s+)+")
 
 
 class InitError(ConfigError):
@@ -54,6 +67,27 @@ def _tool_lines(tool: ToolInfo) -> list[str]:
             f"        source: {_quoted(TODO_SOURCE)}",
         ]
     return lines
+
+
+def confirmation_sentence(policy_text: str) -> str | None:
+    """The first policy sentence that asks for the user's confirmation, quotable as a ``source``; or None."""
+    normalized = normalize_policy_text(policy_text)
+    for piece in _SENTENCE_END.split(policy_text):
+        sentence = " ".join(_LEADING_MARKS.sub("", piece).split())
+        if sentence and reads_like_confirmation(sentence) and quote_in_policy(sentence, normalized):
+            return sentence
+    return None
+
+
+def _confirmation_rule_lines(sentence: str) -> list[str]:
+    return [
+        "general_rules:",
+        "  - id: user-confirmed",
+        f"    text: {_quoted(CONFIRMATION_TEXT)}",
+        "    kind: procedural",
+        "    confirmation: true  # the verifier must cite the user's own reply after the agent's last message",
+        f"    source: {_quoted(sentence)}",
+    ]
 
 
 def _plain_id(name: str) -> bool:
@@ -89,6 +123,9 @@ def skeleton(
     ]
     for tool in tools:
         lines += _tool_lines(tool)
+    sentence = confirmation_sentence(policy_text)
+    if sentence is not None and any(tool.declared_mutating is not False for tool in tools):
+        lines += _confirmation_rule_lines(sentence)
     return "\n".join(lines) + "\n"
 
 

@@ -40,6 +40,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -123,6 +124,22 @@ class Requirement(_Model):
             "approval queue the guard escalates such a call (waiting for a supervisor) instead of blocking it."
         ),
     )
+    confirmation: bool = Field(
+        default=False,
+        description=(
+            "The requirement is the user's confirmation of the action (an explicit yes): the verifier's MET must "
+            "cite a user message after the agent's last message to the user before the action. Procedural only."
+        ),
+    )
+
+    @field_validator("confirmation")
+    @classmethod
+    def _confirmation_is_procedural(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("kind") == "data":
+            raise ValueError(
+                "confirmation: true is for procedural requirements (what the user said); no tool result shows it"
+            )
+        return value
 
 
 class EffectSpec(_Model):

@@ -13,10 +13,17 @@ judgement rests on (``evidence_messages``). For a requirement judged MET,
   message with text and no tool call, :func:`policyguard.dialogue.last_statement`),
   or the agent never said anything to the user before acting.
 
-A requirement is a confirmation requirement when it is ``procedural`` and its
-text says that the user confirms: the word "user" and a word starting with
-"confirm" in the same clause (:data:`CONFIRMATION`), e.g. "the user explicitly
-confirmed with yes". "The agent confirmed the facts with the tools" is not one.
+A requirement is a confirmation requirement when the checklist says so
+(``confirmation: true``, :func:`is_confirmation`). As a fallback, a
+``procedural`` requirement whose text reads like one is treated as one too
+(:func:`reads_like_confirmation`: the user, customer, member... confirms, says
+yes, agrees or consents in the same clause, something is confirmed "with the
+user", or "an explicit yes"), so a
+checklist written before the flag existed loses no check; ``checklist
+validate`` warns about such a requirement until the flag is written. Wording
+can only add the check, never remove it: there is no way to mark a requirement
+as *not* a confirmation. "The agent confirmed the facts with the tools" reads
+like none.
 The verifier treats a rejected MET as NOT_MET and records why. The check is
 deterministic, cheap (a few set lookups per requirement), and a necessary
 condition only: a citation that passes it can still be wrong, which is the
@@ -31,13 +38,25 @@ from .checklist import Requirement
 from .dialogue import DialogueView
 from .verdict import RequirementJudgement
 
-CONFIRMATION = re.compile(r"\buser\b[^.;:]*?\bconfirm", re.IGNORECASE)
-"""A requirement text that says the user confirms (the word "user", then "confirm..." in the same clause)."""
+_PARTY = r"(?:user|customer|member|client|caller|passenger|travell?er|guest|patient|buyer)s?(?:'s?)?"
+_ASSENT = r"""(?:confirm|(?:say|said|answer|repl(?:y|ie))\w*\s+["'“‘]?yes\b|agree|consent)"""
+CONFIRMATION = re.compile(
+    rf"\b{_PARTY}\b[^.;:]*?\b{_ASSENT}|\bconfirm\w*\b[^.;:]*?\bwith\s+the\s+{_PARTY}\b"
+    rf"|\bexplicit(?:ly)?\s+[\"'“‘]?(?:yes\b|consent|agreement)",
+    re.IGNORECASE,
+)
+"""Text that reads like the user's confirmation: a party (user, customer, member...) and then "confirm...",
+"said yes", "agree..." or "consent..." in the same clause, "confirm... with the user", or "explicit yes"."""
+
+
+def reads_like_confirmation(text: str) -> bool:
+    """Whether ``text`` reads like a requirement for the user's confirmation (:data:`CONFIRMATION`)."""
+    return CONFIRMATION.search(text) is not None
 
 
 def is_confirmation(requirement: Requirement) -> bool:
-    """Whether ``requirement`` asks for the user's confirmation (see the module docstring)."""
-    return requirement.kind == "procedural" and CONFIRMATION.search(requirement.text) is not None
+    """Whether a MET of ``requirement`` must cite the user's reply: flagged, or procedural and worded like one."""
+    return requirement.confirmation or (requirement.kind == "procedural" and reads_like_confirmation(requirement.text))
 
 
 def citation_problem(judgement: RequirementJudgement, *, confirmation: bool, view: DialogueView) -> str | None:

@@ -34,7 +34,8 @@ Errors (``checklist validate`` exits 1):
 
 Warnings (legal but suspicious; exit 0): no tools given, so tool names were not
 checked; a mutating tool without requirements; a check without a complying or a
-violating example; a tool of the agent the checklist does not cover (the guard
+violating example; a procedural requirement whose text reads like the user's
+confirmation but lacks ``confirmation: true``; a tool of the agent the checklist does not cover (the guard
 treats it as an unknown tool); a read-only tool the checklist does not declare.
 """
 
@@ -53,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .canonical import policy_version
 from .checklist import Checklist, Requirement, ToolSpec, glob_matches, is_glob, schema_error_message
 from .errors import ChecklistError
+from .evidence import reads_like_confirmation
 from .yamlsource import LocatedYaml, PathKey, load_yaml_file
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -541,6 +543,13 @@ class _Semantics:
         from .cel import CHECK_VARIABLES, HELPER_FUNCTIONS, CelError, compile_check
 
         out = self.out
+        if req.kind == "procedural" and not req.confirmation and reads_like_confirmation(req.text):
+            out.add(
+                (*base, "text"),
+                "reads like the user's confirmation; add confirmation: true so the verifier must cite the user's "
+                "reply (until then only this wording makes it one)",
+                "warning",
+            )
         for index, prereq in enumerate(req.prerequisites):
             path = (*base, "prerequisites", index)
             exists = self.check_tool(path, prereq)

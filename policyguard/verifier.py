@@ -26,9 +26,10 @@ the budget, the verifier blocks (``verifier_error``, the error says by how much)
 
 The answer is checked, not only parsed: every MET must cite, in
 ``evidence_messages``, messages the model was shown, and a confirmation
-requirement must cite a user message after the agent's last message to the
-user (:mod:`policyguard.evidence`). A MET that fails this counts as NOT_MET; the
-decision's ``inconsistency`` records it as ``verifier_evidence: ...``.
+requirement (``confirmation: true``, or worded like one) must cite a user
+message after the agent's last message to the user (:mod:`policyguard.evidence`).
+A MET that fails this counts as NOT_MET; the decision's ``inconsistency``
+records it as ``verifier_evidence: ...``.
 
 Modes (the input regimes PG-CHECKLIST, PG-RAW, PG-RAW-TRAJ and PG-CHECKLIST-ONLY of the paper):
 
@@ -480,6 +481,8 @@ def _requirement_view(req: Requirement) -> dict[str, Any]:
     view: dict[str, Any] = {"id": req.id, "kind": req.kind, "text": req.text, "policy_source": req.source}
     if req.prerequisites:
         view["prerequisite_reads"] = list(req.prerequisites)
+    if is_confirmation(req):
+        view["user_confirmation"] = True
     return view
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policyguard import Guard, GuardedTools
+from policyguard import Guard, GuardedTools, LLMVerifier, Message, ScriptedModel, ToolCall, Trajectory
 from policyguard.canonical import policy_version
 from policyguard.checkgen.tools import ToolsError
 from policyguard.checkinit import TODO_SOURCE, InitError, skeleton, write_skeleton
@@ -113,6 +113,22 @@ def test_init_gives_every_mutating_tool_a_todo_that_fails_validate(tmp_path: Pat
 
 
 # ---------------------------------------------------------------- init's refusals
+
+
+def test_init_adds_a_confirmation_rule_quoting_the_policys_yes_sentence(tmp_path: Path) -> None:
+    """The policy asks for the member's explicit yes: a general rule quotes it and carries confirmation: true."""
+    write_skeleton(POLICY, str(TOOLS), tmp_path / "c.yaml")
+    rules = load_checklist(tmp_path / "c.yaml").general_rules
+    assert [(r.id, r.kind, r.confirmation) for r in rules] == [("user-confirmed", "procedural", True)]
+    assert rules[0].source == "Before renewing, tell the member the new due date and get their explicit yes."
+    problems = validate_checklist(tmp_path / "c.yaml", policy_text=POLICY.read_text(encoding="utf-8"), tools=[])
+    assert [p for p in problems if str(p.field).startswith("general_rules")] == []
+
+
+def test_init_adds_no_confirmation_rule_when_the_policy_asks_for_none(tmp_path: Path) -> None:
+    (tmp_path / "p.md").write_text("Only write what the user asked for.\n")
+    write_skeleton(tmp_path / "p.md", str(TOOLS), tmp_path / "c.yaml")
+    assert load_checklist(tmp_path / "c.yaml").general_rules == []
 
 
 def test_init_refuses_to_overwrite_an_existing_file_without_force(
@@ -277,3 +293,62 @@ def test_an_overdue_loan_is_blocked(domain: Path) -> None:
     loan = {"loan_id": "L1", "member_id": "M1", "due": "2000-01-10", "renewals": 0}
     contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
     assert "(requirement not-overdue)" in contents[-1]
+
+
+# ---------------------------------------------------------------- the guide's confirmation, judged by a verifier
+
+_RENEW = ToolCall(id="c2", name="renew_loan", arguments={"loan_id": "L1"})
+
+
+def _renewal_dialogue(*, member_replies: bool) -> Trajectory:
+    """5 is the agent's question; 6, when present, the member's yes; the renewal is the last message."""
+    member = ToolCall(id="c0", name="get_member", arguments={"member_id": "M1"})
+    loan = ToolCall(id="c1", name="get_loan", arguments={"loan_id": "L1"})
+    messages = [
+        Message(role="user", content="Card M1, please renew L1."),
+        Message(role="assistant", tool_calls=[member]),
+        Message(role="tool", tool_call_id="c0", content=json.dumps({"member_id": "M1", "fines": 0})),
+        Message(role="assistant", tool_calls=[loan]),
+        Message(
+            role="tool",
+            tool_call_id="c1",
+            content=json.dumps({"loan_id": "L1", "member_id": "M1", "due": "2999-01-10", "renewals": 0}),
+        ),
+        Message(role="assistant", content="Renewing L1 moves its due date to 2999-01-24. Shall I go ahead?"),
+    ]
+    if member_replies:
+        messages.append(Message(role="user", content="Yes, please."))
+    messages.append(Message(role="assistant", tool_calls=[_RENEW]))
+    return Trajectory(messages=messages)
+
+
+def _verifier_cites(confirmed: list[int]) -> str:
+    """A PASS judging every requirement MET: the data ones on the reads (2, 4), `confirmed` on ``confirmed``."""
+    ids = ["own-loan", "renewal-limit", "not-overdue", "fines-paid"]
+    items = [{"id": rid, "status": "MET", "evidence": "2 and 4", "evidence_messages": [2, 4]} for rid in ids]
+    items.append({"id": "confirmed", "status": "MET", "evidence": "the yes", "evidence_messages": confirmed})
+    return json.dumps({"requirements": items, "verdict": "PASS", "remediation": ""})
+
+
+@pytest.mark.parametrize(
+    ("member_replies", "cites", "outcome"),
+    [
+        (True, [6], "allow"),  # the member's own yes, after the agent's question
+        (True, [5], "block"),  # the agent's own question
+        (False, [5], "block"),  # the agent asked, the member never answered
+        (True, [60], "block"),  # a message that does not exist
+    ],
+)
+def test_the_guides_confirmation_passes_only_on_the_members_own_reply(
+    domain: Path, member_replies: bool, cites: list[int], outcome: str
+) -> None:
+    """`confirmed` ("the member said yes", confirmation: true): a verifier's MET must cite the member's reply."""
+    (domain / "library.yaml").write_text(_block("checklist"), encoding="utf-8")
+    checklist = load_checklist(domain / "library.yaml")
+    model = ScriptedModel([_verifier_cites(cites)])
+    guard = Guard(checklist, _block("policy"), verifier=LLMVerifier(model))
+    decision = guard.check(_RENEW, _renewal_dialogue(member_replies=member_replies))
+    model.assert_complete()
+    assert decision.outcome == outcome
+    confirmed = next(r for r in decision.requirements if r.id == "confirmed")
+    assert confirmed.status == ("MET" if outcome == "allow" else "NOT_MET")

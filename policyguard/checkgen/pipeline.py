@@ -9,6 +9,9 @@
 4. **review** of the draft against the policy: omissions and over-specifications
    found, the revised set returned, every change recorded in the changelog.
 
+A procedural requirement that reads like the user's confirmation gets
+``confirmation: true`` even when the model left it out (noted in the run's notes).
+
 The assembled checklist is written atomically and then validated; a run that
 fails in any step writes no output. Validation problems do not stop the write:
 the file is there for a person to fix, and the caller reports the problems.
@@ -28,6 +31,7 @@ import yaml
 from ..canonical import policy_version
 from ..checklist import Checklist, FactSource, PolicyRef, Requirement, ToolSpec
 from ..errors import ChecklistError
+from ..evidence import reads_like_confirmation
 from ..models.base import Model
 from ..prompts import render
 from ..validate import Problem, has_errors, validate_checklist
@@ -130,6 +134,7 @@ def generate_checklist(
     clock = _clock(general.clock, problems)
 
     revised, revised_facts = _review(asker, records, policy_text, mutating, read_views, draft, facts, notes)
+    revised = {scope: _flag_confirmations(scope, reqs, notes) for scope, reqs in revised.items()}
 
     known = {t.name for t in tools}
     specs: dict[str, ToolSpec] = {}
@@ -269,6 +274,21 @@ def _review(
         },
     )
     return final, revised_facts
+
+
+def _flag_confirmations(scope: str, requirements: list[Requirement], notes: list[str]) -> list[Requirement]:
+    """``requirements`` with ``confirmation: true`` on each procedural one that reads like the user's yes.
+
+    The model is asked for the flag too; this makes sure no requirement the verifier would treat as a
+    confirmation by its wording is left unflagged (``validate`` would warn about it).
+    """
+    flagged: list[Requirement] = []
+    for req in requirements:
+        if req.kind == "procedural" and not req.confirmation and reads_like_confirmation(req.text):
+            notes.append(f"{scope}: {req.id} reads like the user's confirmation; set confirmation: true")
+            req = req.model_copy(update={"confirmation": True})
+        flagged.append(req)
+    return flagged
 
 
 def _validate(output: Path, policy_text: str, tools: Sequence[ToolInfo]) -> list[Problem]:

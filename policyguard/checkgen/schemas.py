@@ -142,6 +142,10 @@ _REQUIREMENT = _closed(
         "id": _STR,
         "text": _STR,
         "kind": {"type": "string", "enum": ["data", "procedural"]},
+        "confirmation": {
+            "type": "boolean",
+            "description": "True only for a procedural requirement that is the user's own yes to the action.",
+        },
         "source": {"type": "string", "description": "The policy sentence, quoted verbatim."},
         "prerequisites": _array(_STR),
         "check": _STR_OR_NULL,

@@ -332,3 +332,44 @@ def test_requirements_the_reviewer_puts_on_a_read_only_tool_are_reported(
     assert run.code == 1
     assert "requirements for read-only tool 'get_order'; they are never checked" in run.err
     assert load_checklist(tmp_path / "refunds.yaml").tools["get_order"].requirements[0].id == "get_order.x"
+
+
+def test_a_rule_that_reads_like_the_users_yes_is_written_with_confirmation_true(
+    tmp_path: Path, desk: Any, generate: Callable[..., Any]
+) -> None:
+    """The model sent no flag for "get an explicit yes before acting"; the pipeline sets it and says so."""
+    assert "confirmation" not in desk.general["general_rules"][0]
+    assert generate(desk.model()).code == 0
+    out = tmp_path / "refunds.yaml"
+    checklist = load_checklist(out)
+    assert [(r.id, r.confirmation) for r in checklist.general_rules] == [("general.confirmed", True)]
+    assert not any(r.confirmation for r in checklist.tools["issue_refund"].requirements)
+    assert (
+        "general_rules: general.confirmed reads like the user's confirmation; set confirmation: true"
+        in record(out, "5-notes")["notes"]
+    )
+    problems = validate_checklist(out, policy_text=POLICY.read_text())
+    assert not [p for p in problems if "confirmation" in p.message]
+
+
+def test_a_confirmation_flag_the_model_sets_is_kept_whatever_the_wording(
+    tmp_path: Path, desk: Any, generate: Callable[..., Any]
+) -> None:
+    desk.general["general_rules"][0].update(text="Proceed only as agreed for this exact action.", confirmation=True)
+    assert generate(desk.model()).code == 0
+    rules = load_checklist(tmp_path / "refunds.yaml").general_rules
+    assert [(r.id, r.confirmation) for r in rules] == [("general.confirmed", True)]
+
+
+def test_the_requirement_schema_asks_the_model_for_the_confirmation_flag(
+    desk: Any, generate: Callable[..., Any]
+) -> None:
+    model = desk.model()
+    assert generate(model).code == 0
+    for request in model.calls:
+        if request.purpose in ("requirements", "general"):
+            assert request.response_schema is not None
+            key = "requirements" if request.purpose == "requirements" else "general_rules"
+            item = request.response_schema["properties"][key]["items"]
+            assert "confirmation" in item["required"] and item["properties"]["confirmation"]["type"] == "boolean"
+            assert '"confirmation"' in request.text()

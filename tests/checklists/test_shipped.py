@@ -75,3 +75,22 @@ def test_tau2_tool_types_map_to_mutation_write_yes_read_no_generic_undecided() -
     assert infos["update_reservation_baggages"].parameters == frozenset(
         {"reservation_id", "total_baggages", "nonfree_baggages", "payment_id"}
     )
+
+
+def test_the_shipped_confirmation_requirements_are_flagged(
+    airline_checklist: Checklist, retail_checklist: Checklist
+) -> None:
+    """Each requirement for the user's own yes says so with confirmation: true, not only by its wording."""
+
+    def flagged(checklist: Checklist) -> set[str]:
+        reqs = [r for spec in checklist.tools.values() for r in spec.requirements] + list(checklist.general_rules)
+        return {r.id for r in reqs if r.confirmation}
+
+    assert flagged(airline_checklist) == {"confirmed-yes"}
+    assert flagged(retail_checklist) == {
+        "confirmed-yes",
+        "cancel-reason-from-user",
+        "items-all-collected",
+        "return-confirmed-items",
+        "exchange-all-collected",
+    }

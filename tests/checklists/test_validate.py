@@ -222,3 +222,51 @@ def test_a_tool_key_with_surrounding_space_or_an_invisible_character_is_an_error
     path, errors = _cli_errors(tmp_path, text, capsys)
     [error] = errors
     assert error.startswith(f"{path}:12: tools.{key}: error: ") and repr(key) in error
+
+
+def _renew_checklist(requirement: str) -> str:
+    return (
+        'policy: {name: p, version: "sha256:' + "0" * 64 + '"}\n'
+        "tools:\n"
+        "  renew_loan:\n"
+        "    requirements:\n"
+        "      - id: confirmed\n"
+        "        kind: procedural\n"
+        f"{requirement}"
+        "        source: get their explicit yes\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The agent told the member the new due date and the member said yes.",
+        'The user explicitly confirmed with "yes".',
+        "The customer agreed to the fee.",
+    ],
+)
+def test_a_requirement_that_reads_like_a_confirmation_without_the_flag_is_warned_about(text: str) -> None:
+    checklist = parse_checklist(_renew_checklist(f"        text: {text}\n"), file="c.yaml")
+    problems = validate_checklist(checklist, tools=[ToolInfo("renew_loan", mutating=True)])
+    assert [(p.line, p.field, p.severity) for p in problems] == [(7, "tools.renew_loan.requirements.0.text", "warning")]
+    assert "add confirmation: true" in problems[0].message
+
+
+def test_a_flagged_confirmation_and_an_unrelated_procedural_requirement_get_no_warning() -> None:
+    for lines in (
+        "        text: The agent told the member the new due date and the member said yes.\n"
+        "        confirmation: true\n",
+        "        text: The agent confirmed the facts of the complaint with the tools first.\n",
+    ):
+        checklist = parse_checklist(_renew_checklist(lines), file="c.yaml")
+        assert validate_checklist(checklist, tools=[ToolInfo("renew_loan", mutating=True)]) == []
+
+
+def test_confirmation_on_a_data_requirement_is_an_error_at_its_line(tmp_path: Path) -> None:
+    text = _renew_checklist("        text: The loan exists.\n        confirmation: true\n")
+    (tmp_path / "c.yaml").write_text(text.replace("kind: procedural", "kind: data"), encoding="utf-8")
+    problems = validate_checklist(tmp_path / "c.yaml", tools=[ToolInfo("renew_loan", mutating=True)])
+    assert [(p.line, p.field, p.severity) for p in problems] == [
+        (8, "tools.renew_loan.requirements.0.confirmation", "error")
+    ]
+    assert "confirmation: true is for procedural requirements" in problems[0].message

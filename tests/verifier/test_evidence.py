@@ -11,8 +11,9 @@ import json
 from dataclasses import replace
 
 import pytest
+from pydantic import ValidationError
 
-from policyguard import Guard, Message, ScriptedModel, ToolCall, Trajectory
+from policyguard import Checklist, Guard, Message, ScriptedModel, ToolCall, Trajectory
 from policyguard.checklist import Requirement
 from policyguard.evidence import is_confirmation
 from policyguard.stages import CheckContext
@@ -197,8 +198,86 @@ def test_the_synthetic_requirement_of_a_bare_tool_is_a_confirmation_in_checklist
     assert decide(one([3]), call, trajectory, bare, mode="raw").outcome == "allow"  # the whole policy: no rule
 
 
-def _req(text: str, kind: str = "procedural") -> Requirement:
-    return Requirement(id="r", text=text, kind=kind, source="s")  # type: ignore[arg-type]
+GUIDE_WORDING = "The agent told the member the new due date and the member said yes."
+"""docs/writing-checklists.md's confirmation requirement: no "user", no "confirm"."""
+
+
+def with_confirmation_rule(context: CheckContext, text: str, **fields: object) -> CheckContext:
+    """``context`` whose general rule G-CONFIRM has ``text`` (and ``fields``, e.g. ``confirmation=True``)."""
+    data = context.checklist.model_dump(mode="json", exclude_none=True)
+    source = data["general_rules"][0]["source"]
+    data["general_rules"] = [{"id": "G-CONFIRM", "text": text, "kind": "procedural", "source": source, **fields}]
+    return replace(context, checklist=Checklist.model_validate(data))
+
+
+def test_a_flagged_confirmation_in_the_guides_wording_must_cite_the_users_reply(
+    cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    """Citing the agent's own message (4) or the request before it (1) blocks; the user's "yes" (5) passes."""
+    flagged = with_confirmation_rule(context, GUIDE_WORDING, confirmation=True)
+    assert decide(answer({"G-CONFIRM": [5]}), cancel_call, trajectory, flagged).outcome == "allow"
+    assert decide(answer({"G-CONFIRM": [4, 5]}), cancel_call, trajectory, flagged).outcome == "allow"
+    for cites in ([4], [1], [3, 4]):
+        decision = decide(answer({"G-CONFIRM": cites}), cancel_call, trajectory, flagged)
+        assert decision.outcome == "block" and status_of(decision, "G-CONFIRM") == "NOT_MET", cites
+        assert decision.verifier_evidence == [
+            "G-CONFIRM judged MET but is a confirmation, but cites no user message after the agent's last "
+            "message to the user (4); counted as NOT_MET"
+        ]
+        assert decision.message == CONFIRM_REMEDIATION
+
+
+@pytest.mark.parametrize("cites", [[99], [7], [5, 42], [-5]])
+def test_a_flagged_confirmation_citing_a_message_that_does_not_exist_blocks(
+    cites: list[int], cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    flagged = with_confirmation_rule(context, GUIDE_WORDING, confirmation=True)
+    decision = decide(answer({"G-CONFIRM": cites}), cancel_call, trajectory, flagged)
+    assert decision.outcome == "block" and status_of(decision, "G-CONFIRM") == "NOT_MET"
+    assert "which do not exist" in decision.verifier_evidence[0]
+
+
+def test_the_flag_not_the_wording_makes_a_requirement_a_confirmation(
+    cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    """A neutral text with the flag needs the user's reply; without it, citing the agent's message stands."""
+    neutral = "The renewal was agreed in the conversation before this call."
+    flagged = with_confirmation_rule(context, neutral, confirmation=True)
+    assert decide(answer({"G-CONFIRM": [4]}), cancel_call, trajectory, flagged).outcome == "block"
+    assert decide(answer({"G-CONFIRM": [5]}), cancel_call, trajectory, flagged).outcome == "allow"
+    plain = with_confirmation_rule(context, neutral)
+    assert decide(answer({"G-CONFIRM": [4]}), cancel_call, trajectory, plain).outcome == "allow"
+
+
+def test_the_guides_wording_without_the_flag_is_still_treated_as_a_confirmation(
+    cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    """The wording fallback: a checklist that forgot the flag loses no check (validate warns about it)."""
+    unflagged = with_confirmation_rule(context, GUIDE_WORDING)
+    decision = decide(answer({"G-CONFIRM": [4]}), cancel_call, trajectory, unflagged)
+    assert decision.outcome == "block" and status_of(decision, "G-CONFIRM") == "NOT_MET"
+
+
+def test_the_verifier_is_told_which_requirements_are_confirmations(
+    cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
+) -> None:
+    flagged = with_confirmation_rule(context, "The renewal was agreed.", confirmation=True)
+    request = LLMVerifier(ScriptedModel([])).build_request(cancel_call, trajectory, flagged)
+    prompt = request.text()
+    rule = next(json.loads(line.rstrip(",")) for line in prompt.splitlines() if '"id":"G-CONFIRM"' in line)
+    assert rule["user_confirmation"] is True
+    cr1 = next(json.loads(line.rstrip(",")) for line in prompt.splitlines() if '"id":"CR-1"' in line)
+    assert "user_confirmation" not in cr1
+
+
+def test_a_data_requirement_cannot_be_flagged_as_a_confirmation() -> None:
+    """No tool result shows what the user said: the flag on a data requirement is a schema error."""
+    with pytest.raises(ValidationError, match="confirmation: true is for procedural requirements"):
+        Requirement(id="r", text="x", kind="data", source="s", confirmation=True)
+
+
+def _req(text: str, kind: str = "procedural", confirmation: bool = False) -> Requirement:
+    return Requirement(id="r", text=text, kind=kind, source="s", confirmation=confirmation)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -215,10 +294,20 @@ def _req(text: str, kind: str = "procedural") -> Requirement:
         ("The agent obtained the user's reason. The agent confirmed it with the tools.", "procedural", False),
         ("The user confirmed the booking.", "data", False),
         ("The update's arguments match what the user asked for.", "procedural", False),
+        (GUIDE_WORDING, "procedural", True),
+        ('The customer said "yes" to the fee.', "procedural", True),
+        ("The passenger agreed to the new itinerary.", "procedural", True),
+        ("The agent got an explicit yes for this change.", "procedural", True),
+        ("The agent confirmed the new address with the customer.", "procedural", True),
     ],
 )
 def test_which_requirements_are_confirmations(text: str, kind: str, expected: bool) -> None:
     assert is_confirmation(_req(text, kind)) is expected
+
+
+@pytest.mark.parametrize("text", ["The renewal was agreed.", "Done as discussed.", GUIDE_WORDING])
+def test_a_flagged_requirement_is_a_confirmation_whatever_its_wording(text: str) -> None:
+    assert is_confirmation(_req(text, confirmation=True)) is True
 
 
 # -------------------------------------------------------------- the trace
