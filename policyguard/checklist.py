@@ -237,6 +237,14 @@ class FactSource(_Model):
         default_factory=list,
         description="More tools read the same way as `tool` (e.g. search_onestop_flight beside search_direct_flight).",
     )
+    scalar: bool = Field(
+        default=False,
+        description=(
+            "The tool answers with a bare value as text (get_flight_status -> delayed, find_user_id_by_email -> "
+            "an id): a successful result that is not JSON is the string itself (stripped). Without it such a "
+            "result is unreadable (not JSON)."
+        ),
+    )
     bind: dict[str, str] | None = Field(
         default=None,
         description=(
@@ -304,17 +312,38 @@ class FactSource(_Model):
         return self
 
 
+class StatedPrincipal(_Model):
+    """A user id the user stated and a record the agent read confirms (see :class:`PrincipalSource`)."""
+
+    tool: str = Field(description="The read tool whose record names the user (e.g. get_reservation_details).")
+    field: str = Field(description="The record's field holding the user id (e.g. user_id).")
+
+
 class PrincipalSource(_Model):
     """Where the authenticated user comes from when the integrator does not say.
 
-    The principal is the value of ``field`` in the result of the FIRST
-    successful call of ``tool`` in the trajectory (tau2: ``get_user_details`` /
-    ``user_id`` - the agent authenticates the user by looking them up). It is a
-    tool result, so it is trusted; what the user types is not.
+    The principal is the user id of the FIRST (in call order) of these that
+    authenticates someone, so a later lookup of another user never switches
+    whose account is acted on:
+
+    * a successful call of ``tool`` whose record's ``field`` is the id (tau2:
+      ``get_user_details`` / ``user_id``);
+    * a successful call of one of ``lookups``, tools that answer with the bare
+      id as text (tau2 retail: ``find_user_id_by_email``);
+    * ``stated``: a record read with ``stated.tool`` whose ``stated.field`` is an
+      id the user wrote, as a whole word, in a message before that read (tau2
+      airline: the user gives their user id, the reservation read carries it).
+      The id comes from the trusted record; the user's text only has to contain
+      it, which can make the rule stricter, never name another user.
+
+    Each is a tool result answering the agent's own call, so it is trusted; a
+    user typing "I am user X" alone is not.
     """
 
     tool: str
     field: str
+    lookups: list[str] = Field(default_factory=list)
+    stated: StatedPrincipal | None = None
 
 
 class PolicyRef(_Model):

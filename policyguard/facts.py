@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -71,7 +72,7 @@ from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from .cel import CelError, CheckProgram, compile_check
-from .checklist import Checklist, FactSource, PrincipalSource
+from .checklist import Checklist, FactSource, PrincipalSource, StatedPrincipal
 from .limits import call_problem, value_problem
 from .messages import CallSite, HasToolResults, ToolCall, ToolResult, parse_result_text
 
@@ -198,7 +199,8 @@ def principal_missing(checklist: Checklist, trajectory: HasToolResults | None = 
         return "authenticate the user first: no user is authenticated and the checklist names no lookup"
     why = ""
     if trajectory is not None:
-        tried = [_principal_of(site, source)[1] for site in trajectory.call_sites() if site.call.name == source.tool]
+        lookups = {source.tool, *source.lookups}
+        tried = [_principal_of(site, source)[1] for site in trajectory.call_sites() if site.call.name in lookups]
         if tried:
             why = f" (the last {source.tool} call did not authenticate anyone: {tried[-1]})"
     return (
@@ -214,6 +216,8 @@ def _principal_of(site: CallSite, source: PrincipalSource) -> tuple[str | None, 
         return None, "it has no result yet"
     if result.is_error:
         return None, "it failed"
+    if site.call.name in source.lookups and site.call.name != source.tool:
+        return _bare_id(result)
     parsed, problem = read_result(result)
     if problem is not None:
         return None, f"its result is {problem}"
@@ -223,6 +227,36 @@ def _principal_of(site: CallSite, source: PrincipalSource) -> tuple[str | None, 
     if site.call.arguments.get(source.field, value) != value:
         return None, "it returned another user's record"
     return value, ""
+
+
+def _bare_id(result: ToolResult) -> tuple[str | None, str]:
+    """The id a lookup answered with: its text (or a JSON string), one word of printable characters."""
+    parsed, problem = read_result(result)
+    text = parsed if problem is None else result.content.strip()
+    if not isinstance(text, str) or not text or len(text) > 200 or not text.isprintable() or " " in text:
+        return None, "its result is not a user id"
+    return text, ""
+
+
+def _stated_principal(site: CallSite, stated: StatedPrincipal, said: list[tuple[int, str]]) -> str | None:
+    """The record's user id when the user wrote it, as a whole word, before the read was made."""
+    result = site.result
+    if result is None or result.is_error:
+        return None
+    parsed, problem = read_result(result)
+    value = parsed.get(stated.field) if problem is None and isinstance(parsed, dict) else None
+    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
+        return None
+    word = re.compile(r"(?<![\w.@-])" + re.escape(value) + r"(?![\w@-])")
+    return value if any(index < site.order[0] and word.search(text) for index, text in said) else None
+
+
+def user_texts(trajectory: object) -> list[tuple[int, str]]:
+    """(message index, text) of every user message, for ``PrincipalSource.stated``; none when not known."""
+    messages = getattr(trajectory, "messages", None)
+    if messages is None:
+        return list(getattr(trajectory, "user_texts", ()))
+    return [(index, m.content) for index, m in enumerate(messages) if m.role == "user" and m.content]
 
 
 def _resolve_one(
@@ -359,7 +393,7 @@ def _readable(source: FactSource, keys: dict[str, Any], site: CallSite) -> tuple
         return None, f"the {tool} call has no result yet"
     if result.is_error:
         return None, f"the {tool} call failed ({_clip(result.content)})"
-    value, problem = read_result(result)
+    value, problem = read_fact_result(source, result)
     if problem is not None:
         return None, f"the {tool} result is {problem}"
     if not bound_record(source, keys, value):
@@ -437,7 +471,7 @@ def _collect_all(source: FactSource, keys: dict[str, Any], sites: list[CallSite]
         result = site.result
         if site.call.name not in tools or result is None or result.is_error or not _args_match(site.call, keys):
             continue
-        value, problem = read_result(result)
+        value, problem = read_fact_result(source, result)
         if problem is None:
             values.append(value)
     return values
@@ -456,7 +490,7 @@ def _collect_calls(source: FactSource, keys: dict[str, Any], sites: list[CallSit
         result = site.result
         parsed = None
         if result is not None and not result.is_error:
-            parsed = read_result(result)[0]
+            parsed = read_fact_result(source, result)[0]
         entries.append(
             {"args": dict(site.call.arguments), "result": parsed, "error": result is not None and result.is_error}
         )
@@ -483,9 +517,17 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
     source = checklist.principal
     if source is None:
         return None
+    lookups = {source.tool, *source.lookups}
+    said: list[tuple[int, str]] | None = None
     for site in trajectory.call_sites():
-        if site.call.name == source.tool:
+        if site.call.name in lookups:
             value, _ = _principal_of(site, source)
+            if value is not None:
+                return value
+        if source.stated is not None and site.call.name == source.stated.tool:
+            if said is None:
+                said = user_texts(trajectory)
+            value = _stated_principal(site, source.stated, said)
             if value is not None:
                 return value
     return None
@@ -498,6 +540,22 @@ def _compiled(expression: str) -> CheckProgram:
 
 PARSE_CACHE_CHARS = 4_000_000
 PARSE_CACHE_MAX_CHARS = 64_000
+
+
+SCALAR_MAX_CHARS = 1_000
+
+
+def read_fact_result(source: FactSource, result: ToolResult) -> tuple[Any, str | None]:
+    """:func:`read_result`; for a ``scalar`` source a text that is not JSON is the (stripped) string itself."""
+    value, problem = read_result(result)
+    if problem == "not JSON" and source.scalar:
+        text = result.content.strip()
+        if not text:
+            return None, "empty"
+        if len(text) > SCALAR_MAX_CHARS:
+            return None, f"over a limit (a bare value of more than {SCALAR_MAX_CHARS} characters)"
+        return text, None
+    return value, problem
 
 
 def read_result(result: ToolResult) -> tuple[Any, str | None]:

@@ -321,10 +321,15 @@ class HardGate:
             return None
         closure = self._closure(req.id, program)
         for tool in req.prerequisites:
-            keyed = [facts.keys[f] for f in closure if self._checklist.facts[f].tool == tool and f in facts.keys]
+            sources = self._checklist.facts
+            keyed = [
+                (facts.keys[f], (tool, *sources[f].also, *sources[f].refreshed_by))
+                for f in closure
+                if sources[f].tool == tool and f in facts.keys
+            ]
             if keyed:
-                for keys in keyed:
-                    if not any(_answers(result, keys) for result in successes.get(tool, ())):
+                for keys, readers in keyed:  # a write that returns the record read it too
+                    if not any(_answers(result, keys) for r in readers for result in successes.get(r, ())):
                         read = format_read(tool, keys)
                         return (
                             f"prerequisite read not made: {read}",

@@ -58,8 +58,8 @@ def test_a_blocked_call_is_answered_in_the_agents_own_state_and_the_model_asked_
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert state.messages[2].error and state.messages[2].content == "Not allowed (R1)."
     assert [(e.tool, e.outcome) for e in agent.events] == [("cancel_reservation", "block")]
-    # the guard saw the dialogue without the pending assistant message (system + user)
-    assert guard.seen == [("cancel_reservation", 2)]
+    # the guard saw the dialogue with the pending call as the newest of its message (system + user + assistant)
+    assert guard.seen == [("cancel_reservation", 3)]
 
 
 def test_every_call_of_a_message_with_a_blocked_call_is_answered() -> None:
