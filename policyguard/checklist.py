@@ -272,7 +272,16 @@ class FactSource(_Model):
             "Write tools that change the record without returning it (e.g. book_reservation spends a "
             "certificate in the user's profile). A call of one of them made after the fact's newest read, "
             "whose arguments agree with the fact's keys on every key name they share (or share none), makes "
-            "the fact missing: it must be read again. A call whose result is an error changed nothing."
+            "the fact missing: it must be read again."
+        ),
+    )
+    failed_writes_change_nothing: bool = Field(
+        default=False,
+        description=(
+            "The tools refuse before they change anything: a `refreshed_by` or `invalidated_by` write answered "
+            "with an error changed nothing, so the earlier read stays in force (tau2's environment validates "
+            "every argument before it writes). Off by default: a failure may then have changed the record "
+            "(fail closed). Do not set it where a host reports its own timeouts or cancellations as errors."
         ),
     )
     invalidated_when: str | None = Field(
@@ -298,6 +307,7 @@ class FactSource(_Model):
                     ("refreshed_by", self.refreshed_by),
                     ("invalidated_by", self.invalidated_by),
                     ("invalidated_when", self.invalidated_when),
+                    ("failed_writes_change_nothing", self.failed_writes_change_nothing),
                 )
                 if value
             ]

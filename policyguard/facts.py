@@ -401,9 +401,7 @@ def _readable(source: FactSource, keys: dict[str, Any], site: CallSite) -> tuple
     return value, None
 
 
-def _newest(
-    name: str, source: FactSource, keys: dict[str, Any], sites: list[CallSite], pending: dict[str, Any]
-) -> Any:
+def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[CallSite], pending: dict[str, Any]) -> Any:
     """The fact's record, or why it is missing; ``pending`` holds the pending call's ``args`` and the
     facts this one depends on, for ``invalidated_when``."""
     reads = {source.tool, *source.also}
@@ -417,8 +415,8 @@ def _newest(
             continue
         if not _args_match(site.call, keys):
             continue
-        if tool in writes and _failed(site):
-            continue  # a write that failed changed nothing
+        if tool in writes and source.failed_writes_change_nothing and _failed(site):
+            continue  # the tool refused it: it changed nothing
         record, problem = _readable(source, keys, site)
         if problem is None:
             value, found_at = record, site.order
@@ -438,7 +436,9 @@ def _newest(
         return Missing(f"{why}: call {{read}} (a successful read of this record) first")
     invalid = set(source.invalidated_by)
     for site in sites:
-        if site.order <= found_at or site.call.name not in invalid or _failed(site):
+        if site.order <= found_at or site.call.name not in invalid:
+            continue
+        if source.failed_writes_change_nothing and _failed(site):
             continue
         if _agrees(site.call.arguments, keys) and _invalidates(source, site.call.arguments, pending, value):
             return Missing(f"{site.call.name} changed the {name} after it was read: call {{read}} again")
@@ -446,7 +446,7 @@ def _newest(
 
 
 def _failed(site: CallSite) -> bool:
-    """A call answered with an error: the tool refused it, so it changed nothing."""
+    """A call answered with an error (``failed_writes_change_nothing``: the tool refused it)."""
     return site.result is not None and site.result.is_error
 
 

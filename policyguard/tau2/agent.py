@@ -9,12 +9,13 @@ blocks a call, :class:`GuardedAgent` keeps the attempt and the remediation (as
 an error tool message) in its *own* state, asks the model again, and returns to
 the orchestrator only a message whose calls were all accepted. The blocked
 attempt is recorded in :attr:`GuardedAgent.events` for the metrics. A message
-is judged call by call: each call on the dialogue before the message plus the
-calls of the message before it. When a mutating call follows another mutating
-call of the same message, the message is cut there: the orchestrator runs the
-first part, and the held calls are judged on the state after its results came
-in and sent next, without asking the model again (bags 2->5 then 5->3 in one
-message: the second is judged with 5 bags on the reservation). A ``halt``
+is judged call by call, each call on the state after the calls before it: when
+a mutating call follows other calls of the same message, the message is cut
+there. The orchestrator runs the first part; the held calls are judged once its
+results are in and sent next, without asking the model again (bags 2->5 then
+5->3 in one message: the second is judged with 5 bags on the reservation; a
+read then a write: the write is judged on what the read returned). ``bench
+sims`` judges recorded runs the same way, on the recorded results. A ``halt``
 is handled like a block (the orchestrator offers no clean way for an agent to
 end the run from inside a turn); after ``max_blocks_per_turn`` blocks in one
 turn the agent tells the user it cannot complete the action.
@@ -153,9 +154,7 @@ def guarded_agent_class() -> type:
                 blocked = self._review(assistant, state)
                 if not blocked:
                     if self.held:
-                        assistant = assistant.model_copy(
-                            update={"tool_calls": assistant.tool_calls[: -len(self.held)]}
-                        )
+                        assistant = assistant.model_copy(update={"tool_calls": assistant.tool_calls[: -len(self.held)]})
                     state.messages.append(assistant)
                     return assistant, state
                 self.held = []
@@ -172,20 +171,19 @@ def guarded_agent_class() -> type:
         def _review(self, assistant: Any, state: Any) -> dict[str, str]:
             """Check each call; the remediations of the blocked ones, by call id.
 
-            A mutating call after an earlier mutating call of the message is not
-            judged now: it and the calls after it go to :attr:`held`, to be judged
-            once the calls before it have run.
+            A mutating call after earlier calls of the message is not judged now:
+            it and the calls after it go to :attr:`held`, to be judged once the
+            calls before it have run.
             """
             if self.guard is None or not assistant.tool_calls:
                 return {}
             before = to_policyguard(state.system_messages + state.messages)
             blocked: dict[str, str] = {}
-            first_change: Any = None
             calls = list(assistant.tool_calls)
             for position, call in enumerate(calls):
                 pending = ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
                 mutating = bool(self.is_mutating(call.name))
-                if mutating and first_change is not None and not blocked:
+                if mutating and position > 0 and not blocked:
                     self.held = calls[position:]
                     break
                 started = time.perf_counter()
@@ -195,8 +193,6 @@ def guarded_agent_class() -> type:
                 self.events.append(_event(self.turn, call, decision, mutating, latency))
                 if decision.outcome != "allow":
                     blocked[call.id] = decision.message or "This action was blocked by the policy guard."
-                if mutating and first_change is None:
-                    first_change = call
             return blocked
 
         def set_seed(self, seed: int) -> None:

@@ -66,12 +66,12 @@ def test_every_call_of_a_message_with_a_blocked_call_is_answered() -> None:
     from tau2.data_model.message import AssistantMessage
     from tau2.data_model.message import ToolCall as Tau2Call
 
-    agent = _agent([], BlockWrites())
+    agent = _agent([], BlockWrites(), is_mutating=lambda name: name.startswith("cancel_"))
     both = AssistantMessage(
         role="assistant",
         tool_calls=[
-            Tau2Call(id="a", name="get_user_details", arguments={"user_id": "u"}),
             Tau2Call(id="b", name="cancel_reservation", arguments={"reservation_id": "R2"}),
+            Tau2Call(id="a", name="get_user_details", arguments={"user_id": "u"}),
         ],
     )
     replies = iter([both, AssistantMessage(role="assistant", content="ok")])
@@ -118,19 +118,61 @@ def _two_changes(first_id: str = "a", second_id: str = "b") -> Any:
     )
 
 
-def test_a_second_change_in_one_message_is_blocked_even_when_each_alone_would_pass() -> None:
-    """[bags 2->5, bags 5->3] in one message: the second would be judged on the state before the first."""
+class Recording:
+    """Allows everything; remembers each call with the tool results it was shown."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, list[str]]] = []
+
+    def check(self, call: ToolCall, trajectory: Trajectory) -> Decision:
+        self.seen.append((call.id, [m.content or "" for m in trajectory.messages if m.role == "tool"]))
+        return Decision.allow("gate")
+
+
+def _tool_result(call_id: str, content: str) -> Any:
+    from tau2.data_model.message import ToolMessage
+
+    return ToolMessage(id=call_id, role="tool", content=content, requestor="assistant")
+
+
+def test_a_second_change_in_one_message_is_held_and_judged_on_the_state_after_the_first() -> None:
+    """[bags 2->5, bags 5->3] in one message: the second waits for the first's result, with no model call."""
+    guard = Recording()
+    agent = _agent([], guard)
+    replies = iter([_two_changes()])
+    agent.generate_model_message = lambda messages: next(replies)  # a second model call would raise
+    first, state = agent.generate_next_message(_user("change my bags twice"), agent.get_init_state())
+    assert [c.id for c in first.tool_calls] == ["a"] and [c.id for c in agent.held] == ["b"]
+    second, state = agent.generate_next_message(_tool_result("a", '{"total_baggages": 5}'), state)
+    assert [c.id for c in second.tool_calls] == ["b"] and agent.held == []
+    assert guard.seen == [("a", []), ("b", ['{"total_baggages": 5}'])]  # b judged after a's result
+
+
+def test_a_held_change_the_guard_blocks_is_answered_and_the_model_asked_again() -> None:
     from tau2.data_model.message import AssistantMessage
 
-    agent = _agent([], AllowAll())
-    replies = iter([_two_changes(), AssistantMessage(role="assistant", content="One at a time, then.")])
+    agent = _agent([], BlockWrites(), is_mutating=lambda name: name.startswith("cancel_"))
+    calls = AssistantMessage(
+        role="assistant",
+        tool_calls=[
+            _tau2_call("r", "get_reservation_details", {"reservation_id": "R1"}),
+            _tau2_call("c", "cancel_reservation", {"reservation_id": "R1"}),
+        ],
+    )
+    replies = iter([calls, AssistantMessage(role="assistant", content="I cannot cancel it.")])
     agent.generate_model_message = lambda messages: next(replies)
-    reply, state = agent.generate_next_message(_user("change my bags twice"), agent.get_init_state())
+    first, state = agent.generate_next_message(_user("cancel R1"), agent.get_init_state())
+    assert [c.id for c in first.tool_calls] == ["r"]
+    reply, state = agent.generate_next_message(_tool_result("r", '{"reservation_id": "R1"}'), state)
+    assert reply.content == "I cannot cancel it."
     answers = {m.id: m.content for m in state.messages if m.role == "tool"}
-    assert answers["a"] == NOT_EXECUTED
-    assert answers["b"].startswith("Make one change at a time: wait for the result of update_reservation_baggages")
-    assert [(e.call_id, e.outcome, e.stage) for e in agent.events] == [("a", "allow", "gate"), ("b", "block", "guard")]
-    assert reply.content == "One at a time, then." and not reply.tool_calls
+    assert answers == {"r": '{"reservation_id": "R1"}', "c": "Not allowed (R1)."}
+
+
+def _tau2_call(call_id: str, name: str, arguments: dict[str, Any]) -> Any:
+    from tau2.data_model.message import ToolCall as Tau2Call
+
+    return Tau2Call(id=call_id, name=name, arguments=arguments)
 
 
 def test_reads_then_one_change_in_one_message_still_pass() -> None:
@@ -147,6 +189,8 @@ def test_reads_then_one_change_in_one_message_still_pass() -> None:
         ],
     )
     agent.generate_model_message = lambda messages: message
-    reply, _ = agent.generate_next_message(_user("hi"), agent.get_init_state())
-    assert [c.id for c in reply.tool_calls] == ["r", "w", "r2"]
+    reply, state = agent.generate_next_message(_user("hi"), agent.get_init_state())
+    assert [c.id for c in reply.tool_calls] == ["r"]  # the write waits for the read's result
+    reply, _ = agent.generate_next_message(_tool_result("r", '{"reservation_id": "R1"}'), state)
+    assert [c.id for c in reply.tool_calls] == ["w", "r2"]
     assert all(e.outcome == "allow" for e in agent.events)

@@ -156,7 +156,7 @@ def _synthetic() -> list[Sim]:
 
     d = Sim("D", "9", 0.0).user("refund O9")
     d.calls(_user("u9")).calls(_order("O9", "u9")).call("refund", {"order_id": "O9", "amount": 20})  # contradicting
-    # the order read in the SAME message has no result yet when the message is sent: read-first, non_gold
+    # judged after the read made earlier in the SAME message (its recorded result): allowed, non_gold
     d.calls(_order("O8", "u9"), ("refund", {"order_id": "O8", "amount": 10}, "ok"))
 
     e = Sim("E", "5", None).user("refund O5")  # no reward recorded: a failed simulation
@@ -205,9 +205,9 @@ def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) ->
         "extra_writes": 2,  # A note, C wipe_db
         "extra_blocked": 1,  # wipe_db
         "non_gold_writes": 2,  # B refund 500, D refund O8
-        "non_gold_blocked": 2,
+        "non_gold_blocked": 1,  # B refund 500
     }
-    assert summary["by_requirement"] == {"refund.ceiling": 2, "refund.owner": 2, "<unknown_tool>": 1}
+    assert summary["by_requirement"] == {"refund.ceiling": 2, "refund.owner": 1, "<unknown_tool>": 1}
     assert synthetic.count("contradicting_gold") == 1  # D's refund of O9: task 9's gold contradicts the policy
 
 
@@ -221,7 +221,7 @@ def test_each_write_carries_its_label_outcome_and_kind_of_block(synthetic: SimsR
         ("C", "refund", "gold", "block", "hard", ["refund.ceiling"]),
         ("C", "wipe_db", "extra", "block", "hard", []),
         ("D", "refund", "contradicting_gold", "allow", None, []),
-        ("D", "refund", "non_gold", "block", "read_first", ["refund.owner"]),
+        ("D", "refund", "non_gold", "allow", None, []),
         ("E", "refund", "gold", "allow", None, []),
     ]
     record = synthetic.summary()["calls"][2]
@@ -243,26 +243,51 @@ def test_a_user_action_in_the_gold_is_not_an_agent_gold_write(shop: tuple[Checkl
     assert call.label == "non_gold" and call.outcome == "allow"
 
 
-def test_a_second_change_in_one_message_is_blocked_as_the_guarded_agent_blocks_it(
+def test_each_write_of_a_message_is_judged_on_the_recorded_results_of_the_calls_before_it(
     shop: tuple[Checklist, Path], tmp_path: Path
 ) -> None:
-    """Both calls are judged on the dialogue before the message; the second change would pass, but must wait."""
+    """As GuardedAgent runs a batch live: the note after a refund, the refund after the order read."""
     checklist, _ = shop
-    sim = Sim("M", "1", 1.0).user("x").calls(_user("u1")).calls(_order("O1", "u1"))
-    sim.calls(("refund", {"order_id": "O1", "amount": 50}, "ok"), ("note", {"order_id": "O1", "text": "n"}, "ok"))
+    sim = Sim("M", "1", 1.0).user("x").calls(_user("u1"))
+    sim.calls(
+        _order("O1", "u1"),
+        ("refund", {"order_id": "O1", "amount": 50}, "ok"),
+        ("note", {"order_id": "O1", "text": "n"}, "ok"),
+    )
     sim.calls(("refund", {"order_id": "O1", "amount": 500}, "ok"), ("note", {"order_id": "O1", "text": "m"}, "ok"))
     path = tmp_path / "m.json"
     path.write_text(json.dumps(_results_json([sim], DOMAIN_TASKS)), encoding="utf-8")
     report = _shop_replay(checklist).run([path])
     rows = [(c.tool, c.outcome, c.stage, c.block_kind, c.not_met) for c in report.calls]
     assert rows == [
-        ("refund", "allow", "gate", None, []),
-        ("note", "block", "guard", "read_first", ["<one-change-at-a-time>"]),
+        ("refund", "allow", "gate", None, []),  # the order read before it in the same message counts
+        ("note", "allow", "gate", None, []),
         ("refund", "block", "gate", "hard", ["refund.ceiling"]),
-        ("note", "block", "guard", "read_first", ["<one-change-at-a-time>"]),  # even after a blocked first change
+        ("note", "allow", "gate", None, []),  # judged on its own merits, not refused for sharing a message
     ]
-    assert "Make one change at a time" in (report.calls[1].message or "")
-    assert report.summary()["by_requirement"] == {"<one-change-at-a-time>": 2, "refund.ceiling": 1}
+
+
+def test_bags_2_to_5_then_5_to_3_in_one_message_the_second_is_judged_after_the_first(
+    airline: tuple[DomainData, Checklist], tmp_path: Path
+) -> None:
+    """On the state before the message 3 >= 2 would pass; after the first write's result (5 bags) it is removed bags."""
+    data, _ = airline
+    env = data.fresh_env()
+    reservation = env.use_tool("get_reservation_details", reservation_id="NO6JO3").model_dump(mode="json")
+    user = env.use_tool("get_user_details", user_id=reservation["user_id"]).model_dump(mode="json")
+    bags = {"reservation_id": "NO6JO3", "nonfree_baggages": 0, "payment_id": next(iter(user["payment_methods"]))}
+    sim = Sim("B", "1", 1.0).user(f"I am {user['user_id']}")
+    sim.calls(("get_user_details", {"user_id": user["user_id"]}, user))
+    sim.calls(("get_reservation_details", {"reservation_id": "NO6JO3"}, reservation))
+    sim.calls(
+        ("update_reservation_baggages", {**bags, "total_baggages": 5}, {**reservation, "total_baggages": 5}),
+        ("update_reservation_baggages", {**bags, "total_baggages": 3}, {**reservation, "total_baggages": 3}),
+    )
+    path = tmp_path / "bags.json"
+    path.write_text(json.dumps(_results_json([sim], DOMAIN_TASKS)), encoding="utf-8")
+    first, second = _replay_real(airline, path).calls
+    assert "bags-add-only" not in first.not_met
+    assert second.outcome == "block" and "bags-add-only" in second.not_met
 
 
 def test_the_human_view_separates_read_first_from_hard_and_warns_non_gold_is_not_a_violation(
@@ -418,18 +443,13 @@ def test_real_fixture_labels_follow_tau2s_gold(airline: tuple[DomainData, Checkl
     assert {c.task for c in report.calls if c.label == "contradicting_gold"} <= set(POLICY_CONTRADICTING_GOLD)
 
 
-def test_real_gold_write_without_an_authenticating_read_is_a_read_first_block(
+def test_real_gold_write_authenticated_by_the_users_own_id_on_the_record_passes(
     airline: tuple[DomainData, Checklist],
 ) -> None:
-    """Task 40: the agent took the user id from the user and never called get_user_details."""
+    """Task 40: the user wrote their user id; the reservation read carries it; no get_user_details needed."""
     report = _replay_real(airline, FIXTURE)
-    (blocked,) = [c for c in report.calls if c.task == "40"]
-    assert (blocked.label, blocked.block_kind, blocked.not_met) == (
-        "gold",
-        "read_first",
-        ["passengers-own-reservation"],
-    )
-    assert "get_user_details" in (blocked.message or "")  # the remediation names the read to make
+    (write,) = [c for c in report.calls if c.task == "40"]
+    assert (write.label, write.outcome, write.not_met) == ("gold", "allow", [])
 
 
 def test_real_cli_json_on_the_fixture(capsys: pytest.CaptureFixture[str]) -> None:
@@ -543,8 +563,8 @@ def test_bench_report_includes_the_sims_table(tmp_path: Path, capsys: pytest.Cap
     assert main(args) == 0
     markdown = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
     assert "## Real agent runs replayed through the guard (bench sims)" in markdown
-    assert "| gold | 3 | " in markdown and "read-first, 0 hard |" in markdown  # task 40's rename at least
-    assert "| passengers-own-reservation | 1 |" in markdown
+    assert "| gold | 3 | 0 |" in markdown  # task 40's rename passes: the user gave the id on the record
+    assert "| book-route | 1 |" in markdown
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["bench_sims"]["gold_writes"] == 3 and "calls" not in metrics["bench_sims"]
 
@@ -562,7 +582,7 @@ def test_hybrid_sends_what_the_gate_lets_on_to_the_verifier(shop: tuple[Checklis
 
     refund = ["refund.owner", "refund.ceiling"]
     model = ScriptedModel(
-        [verdict(refund, "PASS"), verdict(["note.confirmed"], "BLOCK")] + [verdict(refund, "PASS")] * 2
+        [verdict(refund, "PASS"), verdict(["note.confirmed"], "BLOCK")] + [verdict(refund, "PASS")] * 3
     )
     guard = build_guard("hybrid", checklist, SHOP_POLICY, verifier_model=model)
     assert guard is not None
