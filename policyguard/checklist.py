@@ -117,6 +117,13 @@ class Requirement(_Model):
         description="A CEL expression over args, facts, principal and now; true means the call complies.",
     )
     examples: list[Example] = Field(default_factory=list)
+    read_first: str | None = Field(
+        default=None,
+        description=(
+            "For a check that only asks whether evidence was read (a flight appears in a search): when it is "
+            "false the call is still blocked, but as a read to make first, naming this read, not as a refusal."
+        ),
+    )
     approvable: bool = Field(
         default=False,
         description=(

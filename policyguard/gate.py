@@ -241,6 +241,9 @@ class HardGate:
                 continue
             if holds:
                 results.append(_result(req.id, "MET", f"check holds: {req.check}"))
+            elif req.read_first is not None:  # the evidence is missing, not contrary: ask for the read
+                results.append(_result(req.id, "NOT_MET", f"prerequisite read not made: {req.read_first}"))
+                denials.append(f"Read first: {req.read_first} before {call.name} (requirement {req.id}).")
             else:
                 results.append(_result(req.id, "NOT_MET", f"check is false: {req.check}"))
                 denials.append(

@@ -211,7 +211,8 @@ class ReplaySuite:
         flight the reservation does not already hold and no earlier search
         showed (the route checks read where a flight goes from search results).
         Before a certificate: the reservation the complaint is about, when no
-        reservation of that user has been read.
+        reservation of that user has been read, and the status of every flight
+        of the user's reservations read (the facts a certificate rests on).
         """
         made: list[str] = []
         trajectory = transcript.trajectory()
@@ -259,6 +260,31 @@ class ReplaySuite:
                 for keys in self._context(task, "get_reservation_details")[:1]:
                     transcript.call("get_reservation_details", keys)
                     made.append(f"get_reservation_details({json.dumps(keys, sort_keys=True)})")
+            made += self._flight_status_reads(transcript, user)
+        return made
+
+    def _flight_status_reads(self, transcript: Transcript, user: Any) -> list[str]:
+        """get_flight_status for every flight of the user's reservations read whose status was not read."""
+        made: list[str] = []
+        seen: set[tuple[Any, Any]] = set()
+        for result in transcript.trajectory().tool_results():
+            if result.is_error:
+                continue
+            if result.call.name == "get_flight_status":
+                seen.add((result.call.arguments.get("flight_number"), result.call.arguments.get("date")))
+                continue
+            parsed = result.json()
+            if result.call.name != "get_reservation_details" or not isinstance(parsed, dict):
+                continue
+            if parsed.get("user_id") != user:
+                continue
+            for flight in parsed.get("flights") or []:
+                keys = {"flight_number": flight.get("flight_number"), "date": flight.get("date")}
+                if (keys["flight_number"], keys["date"]) in seen:
+                    continue
+                seen.add((keys["flight_number"], keys["date"]))
+                transcript.call("get_flight_status", keys)
+                made.append(f"get_flight_status({json.dumps(keys, sort_keys=True)})")
         return made
 
     def _context(self, task: Task, tool: str) -> list[dict[str, Any]]:

@@ -198,11 +198,16 @@ def test_acting_on_another_users_reservation_is_blocked(
 
 
 def _complaint_case(db: dict[str, Any], membership: str) -> dict[str, Any]:
-    """A reservation of a member of ``membership`` with no insurance, not in business."""
+    """A reservation of a member of ``membership`` with no insurance, not in business, and a flight the
+    airline cancelled (``res["cancelled_flight"]``, the status read a certificate rests on)."""
     for res in db["reservations"].values():
         user = db["users"][res["user_id"]]
-        if user["membership"] == membership and res["insurance"] == "no" and res["cabin"] != "business":
-            return res
+        if user["membership"] != membership or res["insurance"] != "no" or res["cabin"] == "business":
+            continue
+        for flight in res["flights"]:
+            status = db["flights"][flight["flight_number"]]["dates"].get(flight["date"], {}).get("status")
+            if status == "cancelled":
+                return {**res, "cancelled_flight": {"flight_number": flight["flight_number"], "date": flight["date"]}}
     raise AssertionError(f"db.json has no uninsured non-business reservation of a {membership} member")
 
 
@@ -213,9 +218,10 @@ def test_compensation_for_a_regular_member_without_insurance_or_business_is_bloc
     s = airline_session
     s.run("get_user_details", user_id=res["user_id"])
     s.run("get_reservation_details", reservation_id=res["reservation_id"])
-    s.user("My flight was delayed, I want compensation.")
+    s.run("get_flight_status", **res["cancelled_flight"])
+    s.user("My flight was cancelled, I want compensation.")
 
-    amount = 50 * len(res["passengers"])
+    amount = 100 * len(res["passengers"])
     decision = gate.check(
         s.pending("send_certificate", user_id=res["user_id"], amount=amount), s.trajectory(), airline_context
     )
@@ -232,6 +238,7 @@ def test_compensation_for_a_gold_member_passes_the_gate_but_not_with_a_made_up_a
     s = airline_session
     s.run("get_user_details", user_id=res["user_id"])
     s.run("get_reservation_details", reservation_id=res["reservation_id"])
+    s.run("get_flight_status", **res["cancelled_flight"])
 
     fair = 100 * len(res["passengers"])
     ok = gate.check(s.pending("send_certificate", user_id=res["user_id"], amount=fair), s.trajectory(), airline_context)

@@ -59,7 +59,9 @@ def test_policy_contradicting_gold_is_reported_apart_and_blocked(report: ReplayR
     tasks = {c.task_id for c in report.contradicting_gold}
     assert tasks == set(POLICY_CONTRADICTING_GOLD)
     blocked = {(c.task_id, c.arguments.get("reservation_id")) for c in report.contradicting_gold if not c.passed}
-    assert blocked == {("7", "XEHM4B"), ("9", "NQNU5R"), ("37", "NQNU5R")}
+    assert blocked == {("7", "XEHM4B"), ("9", "NQNU5R"), ("37", "NQNU5R"), ("2", None), ("27", None), ("38", None)}
+    delays = [c for c in report.contradicting_gold if c.tool == "send_certificate"]
+    assert delays and all("certificate-amount" in (c.message or "") for c in delays)  # a delay with no change
     assert not any(c.task_id in POLICY_CONTRADICTING_GOLD for c in report.gold_blocked_calls)
 
 

@@ -133,7 +133,7 @@ DOMAIN_TASKS = [
         {"name": "refund", "arguments": {"order_id": "O1", "amount": 50}},
         {"name": "refund", "arguments": {"order_id": "O1", "amount": 7}, "requestor": "user"},
     ),
-    _task("2", {"name": "refund", "arguments": {"order_id": "O2", "amount": 30}, "compare_args": ["order_id"]}),
+    _task("3", {"name": "refund", "arguments": {"order_id": "O2", "amount": 30}, "compare_args": ["order_id"]}),
     _task("9", {"name": "refund", "arguments": {"order_id": "O9", "amount": 20}}),
 ]
 FILE_ONLY_TASK = _task("5", {"name": "refund", "arguments": {"order_id": "O5", "amount": 10}})
@@ -149,7 +149,7 @@ def _synthetic() -> list[Sim]:
     b.calls(_user("u1")).call("refund", {"order_id": "O1", "amount": 50})  # gold, order never read: read-first
     b.calls(_order("O1", "u1")).call("refund", {"order_id": "O1", "amount": 500})  # non_gold, over 100: hard
 
-    c = Sim("C", "2", 1.0).user("refund O2")
+    c = Sim("C", "3", 1.0).user("refund O2")
     c.calls(_user("u2")).calls(_order("O2", "u2"))
     c.call("refund", {"order_id": "O2", "amount": 999})  # gold (compare_args: order_id only), over 100: hard
     c.call("wipe_db", {})  # extra, a tool the checklist does not name: hard
@@ -296,7 +296,7 @@ def test_the_human_view_separates_read_first_from_hard_and_warns_non_gold_is_not
     text = render(synthetic)
     assert NON_GOLD_NOTE in text
     read_first, hard = text.index("read first - a remediation"), text.index("hard refusals")
-    assert read_first < text.index("task 1 trial 0") < hard < text.index("task 2 trial 0")
+    assert read_first < text.index("task 1 trial 0") < hard < text.index("task 3 trial 0")
     assert "refund.ceiling: 2  (gold 1, non_gold 1)" in text
     assert "| gold | 4 | 2 | 1 read-first, 1 hard |" in markdown_table(synthetic)
 
@@ -631,7 +631,7 @@ def _random_sim(n: int, task: str, reward: float | None, steps: list[tuple[Any, 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     runs=st.lists(
-        st.tuples(st.sampled_from(["1", "2", "9"]), st.sampled_from([1.0, 0.0, None]), st.lists(_STEP, max_size=8)),
+        st.tuples(st.sampled_from(["1", "3", "9"]), st.sampled_from([1.0, 0.0, None]), st.lists(_STEP, max_size=8)),
         min_size=1,
         max_size=4,
     )

@@ -14,6 +14,17 @@ from ...errors import ConfigError
 Label = Literal["gold", "contradicting_gold", "extra", "non_gold", "violation", "compliant"]
 LABELS: tuple[Label, ...] = ("gold", "contradicting_gold", "extra", "non_gold", "violation", "compliant")
 BlockKind = Literal["read_first", "hard"]
+COMPLIANT: frozenset[str] = frozenset({"gold", "extra", "compliant"})
+BLOCK_CLASSES: dict[str, str] = {
+    "reused-id": "the call id was used before in a way that cannot be paired",
+    "stale-fact": "a fact was invalidated by an earlier write and must be read again",
+    "authentication": "no user was authenticated, or the record is another user's",
+    "certificate": "a compensation rule",
+    "repeat": "the same write was already executed in this simulation",
+    "read-first": "evidence the checks need was never read",
+    "policy": "a formal check of the written policy is false",
+    "verifier": "the verifier (or another stage) blocked it",
+}
 
 GOLD_RULE = (
     "gold = same tool and arguments as one of the task's gold assistant actions, compared as tau2's evaluator "
@@ -90,12 +101,21 @@ class SimCall(_Model):
     outcome: str
     stage: str
     block_kind: BlockKind | None = None
+    block_class: str | None = Field(default=None, description="Why it was blocked, by class (see BLOCK_CLASSES).")
     not_met: list[str] = Field(default_factory=list)
     message: str | None = None
+    recorded_error: bool | None = Field(
+        default=None, description="The run's own result for this write was an error (the tool refused it too)."
+    )
 
     @property
     def blocked(self) -> bool:
         return self.outcome != "allow"
+
+    @property
+    def compliant(self) -> bool:
+        """Counted as a write the guard should let through: gold, extra, or labelled compliant."""
+        return self.label in COMPLIANT
 
 
 class SimsReport(_Model):
@@ -128,7 +148,20 @@ class SimsReport(_Model):
                 counts.update(call.not_met or [f"<{call.stage}>"])
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
+    def compliant_by_class(self) -> dict[str, dict[str, int]]:
+        """Block class -> {"blocked", "hard", "refused_by_tool"} over blocked compliant writes."""
+        out: dict[str, dict[str, int]] = {}
+        for call in self.calls:
+            if not (call.compliant and call.blocked):
+                continue
+            row = out.setdefault(call.block_class or "policy", {"blocked": 0, "hard": 0, "refused_by_tool": 0})
+            row["blocked"] += 1
+            row["hard"] += call.block_kind == "hard"
+            row["refused_by_tool"] += bool(call.recorded_error)
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1]["blocked"], kv[0])))
+
     def summary(self) -> dict[str, Any]:
+        compliant = [c for c in self.calls if c.compliant]
         return {
             "simulations": self.simulations,
             "writes_total": len(self.calls),
@@ -139,6 +172,15 @@ class SimsReport(_Model):
             "extra_blocked": self.count("extra", blocked=True),
             "non_gold_writes": self.count("non_gold"),
             "non_gold_blocked": self.count("non_gold", blocked=True),
+            "contradicting_gold_writes": self.count("contradicting_gold"),
+            "contradicting_gold_blocked": self.count("contradicting_gold", blocked=True),
+            "violation_writes": self.count("violation"),
+            "violation_blocked": self.count("violation", blocked=True),
+            "compliant_writes": len(compliant),
+            "compliant_blocked": sum(c.blocked for c in compliant),
+            "compliant_blocked_hard": sum(c.blocked and c.block_kind == "hard" for c in compliant),
+            "compliant_blocked_by_class": self.compliant_by_class(),
+            "seconds": self.runtime_s,
             "by_requirement": self.by_requirement(),
             "calls": [c.model_dump(mode="json") for c in self.calls],
         }

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...canonical import canonical_json
 from ...checklist import Checklist
 from ...decision import Decision
 from ...errors import ConfigError
@@ -37,6 +38,27 @@ def assistant_actions(task: Task) -> list[Action]:
 def is_gold(call: Any, actions: Sequence[Action]) -> bool:
     """Does the tau2 tool call match one of the gold actions (tau2's own comparison)?"""
     return any(action.compare_with_tool_call(call) for action in actions)
+
+
+def block_class(decision: Decision, kind: BlockKind | None, repeat: bool) -> str | None:
+    """The class of a block, for the table of blocked compliant writes (see ``BLOCK_CLASSES``)."""
+    if decision.outcome == "allow":
+        return None
+    message = decision.message or ""
+    not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
+    if decision.stage == "bad_call":
+        return "reused-id"
+    if repeat:
+        return "repeat"
+    if "changed the" in message and "after it was read" in message:
+        return "stale-fact"
+    if "authenticate" in message:
+        return "authentication"
+    if any(rid.startswith("certificate-") for rid in not_met):
+        return "certificate"
+    if kind == "read_first":
+        return "read-first"
+    return "policy" if decision.stage in ("gate", "gate_error", "guard") else "verifier"
 
 
 def block_kind(decision: Decision) -> BlockKind | None:
@@ -139,6 +161,7 @@ class SimsReplay:
         task_id = str(sim.task_id)
         actions = self._actions(task_id, file_tasks or {})
         out: list[SimCall] = []
+        executed: set[str] = set()  # writes of this simulation that ran (a result that is not an error)
         messages = sim.messages
         for index, message in enumerate(messages):
             if getattr(message, "role", None) != "assistant":
@@ -160,6 +183,11 @@ class SimsReplay:
                 )
                 kind = block_kind(decision)
                 not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
+                answer = answers.get(call.id)
+                key = _write_key(call)
+                repeat = key in executed
+                if answer is not None and not answer.is_error:
+                    executed.add(key)
                 out.append(
                     SimCall(
                         file=file,
@@ -175,8 +203,10 @@ class SimsReplay:
                         outcome=decision.outcome,
                         stage=decision.stage,
                         block_kind=kind,
+                        block_class=block_class(decision, kind, repeat),
                         not_met=not_met,
                         message=None if decision.outcome == "allow" else decision.message,
+                        recorded_error=None if answer is None else answer.is_error,
                     )
                 )
         return out
@@ -204,6 +234,14 @@ class SimsReplay:
             where = f" in {file}" if file is not None else ""
             more = f" (+{len(unused) - 1} more)" if len(unused) > 1 else ""
             raise ConfigError(f"label file: no write matches simulation {sim!r} {what}{where}{more}")
+
+
+def _write_key(call: Any) -> str:
+    """A write as text, to tell a repeat of it (arguments that cannot be canonical compare by repr)."""
+    try:
+        return canonical_json({"tool": call.name, "arguments": call.arguments})
+    except (TypeError, ValueError, RecursionError):
+        return repr((call.name, call.arguments))
 
 
 def task_order(task_id: str) -> tuple[int, str]:

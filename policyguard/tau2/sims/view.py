@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from ..labels import POLICY_CONTRADICTING_GOLD
-from .model import GOLD_RULE, LABELS, NON_GOLD_NOTE, Label, SimCall, SimsReport
+from .model import BLOCK_CLASSES, GOLD_RULE, LABELS, NON_GOLD_NOTE, Label, SimCall, SimsReport
 from .replay import task_order
 
 # -- the human view --------------------------------------------------------------
@@ -39,6 +39,23 @@ def label_rows(report: SimsReport) -> list[tuple[Label, int, int, str]]:
     return rows
 
 
+def class_table(report: SimsReport) -> list[str]:
+    """Blocked compliant writes (gold, extra, labelled compliant) by class of block."""
+    compliant = [c for c in report.calls if c.compliant]
+    blocked = sum(c.blocked for c in compliant)
+    share = f" ({blocked / len(compliant):.1%})" if compliant else ""
+    lines = [f"Blocked compliant writes: {blocked} of {len(compliant)}{share}, by class"]
+    rows = report.compliant_by_class()
+    if not rows:
+        lines.append("  none")
+    for name, row in rows.items():
+        lines.append(
+            f"  {name:<15} {row['blocked']:>4}  (hard {row['hard']}; the run's own tool refused "
+            f"{row['refused_by_tool']} of them too)  {BLOCK_CLASSES.get(name, '')}"
+        )
+    return lines
+
+
 def render(report: SimsReport, command: str | None = None) -> str:
     lines = [f"PolicyGuard on real agent runs - tau2 {report.domain}, config {report.config}"]
     lines.append(f"checklist: {report.checklist}")
@@ -60,6 +77,8 @@ def render(report: SimsReport, command: str | None = None) -> str:
     lines.append(f"  {'total':<{width}}  {len(report.calls):>6}  {total_blocked:>7}")
     lines.append(f"  {GOLD_RULE}.")
     lines.append(f"  {NON_GOLD_NOTE}.")
+    lines.append("")
+    lines += class_table(report)
     if report.tasks_without_gold:
         lines.append(
             f"  tasks with no gold actions found (all their writes are extra/non_gold): {report.tasks_without_gold}"
