@@ -466,20 +466,30 @@ def test_reading_a_larger_insured_reservation_after_the_complaint_does_not_buy_a
     assert _status(decision, "certificate-amount") == "NOT_MET"
 
 
-def test_a_gold_member_gets_at_most_what_the_smallest_reservation_read_allows(
+def _cancelled_flight(db: dict[str, Any], res: dict[str, Any]) -> dict[str, str] | None:
+    for flight in res["flights"]:
+        if db["flights"][flight["flight_number"]]["dates"].get(flight["date"], {}).get("status") == "cancelled":
+            return {"flight_number": flight["flight_number"], "date": flight["date"]}
+    return None
+
+
+def test_reading_a_larger_reservation_last_does_not_raise_the_certificate(
     gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
 ) -> None:
-    uid, small, large = next(
-        (uid, a, b)
+    """The amount follows the reservation whose flight the agent read as cancelled, not the last or largest read."""
+    uid, small, large, flight = next(
+        (uid, a, b, f)
         for uid, u in sorted(airline_raw["users"].items())
-        if u["membership"] == "gold"
+        if u["membership"] in ("silver", "gold")
         for a in (airline_raw["reservations"][r] for r in u["reservations"])
+        if (f := _cancelled_flight(airline_raw, a)) is not None
         for b in (airline_raw["reservations"][r] for r in u["reservations"])
-        if len(b["passengers"]) > len(a["passengers"])
+        if len(b["passengers"]) > len(a["passengers"]) and _cancelled_flight(airline_raw, b) is None
     )
     s = airline_session
     s.run("get_user_details", user_id=uid)
     s.run("get_reservation_details", reservation_id=small["reservation_id"])
+    s.run("get_flight_status", **flight)
     s.run("get_reservation_details", reservation_id=large["reservation_id"])
 
     def send(amount: int) -> Decision:
@@ -492,15 +502,17 @@ def test_a_gold_member_gets_at_most_what_the_smallest_reservation_read_allows(
 def test_a_second_certificate_in_one_conversation_is_refused(
     gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
 ) -> None:
-    res = next(
-        r
+    res, flight = next(
+        (r, f)
         for rid, r in sorted(airline_raw["reservations"].items())
         if airline_raw["users"][r["user_id"]]["membership"] == "gold"
+        and (f := _cancelled_flight(airline_raw, r)) is not None
     )
     uid, amount = res["user_id"], 100 * len(res["passengers"])
     s = airline_session
     s.run("get_user_details", user_id=uid)
     s.run("get_reservation_details", reservation_id=res["reservation_id"])
+    s.run("get_flight_status", **flight)
     assert gate.check(
         s.pending("send_certificate", user_id=uid, amount=amount), s.trajectory(), airline_context
     ).outcome == ("escalate")

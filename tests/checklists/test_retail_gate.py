@@ -432,7 +432,36 @@ def test_a_lookup_of_someone_else_or_a_failed_lookup_does_not_authenticate(
 
     call = s.pending("cancel_pending_order", order_id=order["order_id"], reason="no longer needed")
     decision = gate.check(call, s.trajectory(), retail_context)
-    assert decision.outcome == "block" and _status(decision, "authenticated") == "NOT_MET"
+    # the first user located is the one the conversation is for: the order's owner is another user
+    assert decision.outcome == "block" and _status(decision, "cancel-own-order") == "NOT_MET"
+
+
+def test_the_user_located_first_stays_the_user_when_the_agent_looks_up_another(
+    gate: HardGate, retail_session: Any, retail_raw: dict[str, Any], retail_context: CheckContext
+) -> None:
+    """One user per conversation: after locating A, looking up B by email does not make B's order A's."""
+    order = _order(retail_raw, "pending")
+    first = next(u for u in sorted(retail_raw["users"]) if u != order["user_id"])
+    s = retail_session
+    s.run("find_user_id_by_email", email=retail_raw["users"][first]["email"])
+    s.run("find_user_id_by_email", email=retail_raw["users"][order["user_id"]]["email"])
+    s.run("get_user_details", user_id=order["user_id"])
+    s.run("get_order_details", order_id=order["order_id"])
+    call = s.pending("cancel_pending_order", order_id=order["order_id"], reason="no longer needed")
+    decision = gate.check(call, s.trajectory(), retail_context)
+    assert decision.outcome == "block" and _status(decision, "cancel-own-order") == "NOT_MET"
+
+
+def test_a_lookup_alone_authenticates_the_user_as_the_policy_prescribes(
+    gate: HardGate, retail_session: Any, retail_raw: dict[str, Any], retail_context: CheckContext
+) -> None:
+    order = _order(retail_raw, "pending")
+    s = retail_session
+    s.run("find_user_id_by_email", email=retail_raw["users"][order["user_id"]]["email"])
+    s.run("get_order_details", order_id=order["order_id"])
+    call = s.pending("cancel_pending_order", order_id=order["order_id"], reason="no longer needed")
+    decision = gate.check(call, s.trajectory(), retail_context)
+    assert _status(decision, "authenticated") == "MET" and _status(decision, "cancel-own-order") == "MET"
 
 
 def test_a_failed_lookup_then_an_address_change_for_a_null_user_is_blocked(

@@ -36,6 +36,13 @@ EXPECTED_BLOCKS = {
         ("29", "update_reservation_flights"): {"flights-same-destination-and-trip-type"},
         # A gold member in economy has 3 free bags per passenger; the annotation charges for both bags.
         ("33", "update_reservation_baggages"): {"bags-allowance"},
+        # A $50-per-passenger delay certificate with no change or cancellation of the reservation: "If the
+        # user complains about delayed flights in a reservation and wants to change or cancel the reservation,
+        # the agent can offer a certificate as a gesture after confirming the facts and changing or cancelling
+        # the reservation".
+        ("2", "send_certificate"): {"certificate-amount"},
+        ("27", "send_certificate"): {"certificate-amount"},
+        ("38", "send_certificate"): {"certificate-amount"},
     },
     "retail": {
         # Refund to PayPal for an order paid by credit card; tau2's API rejects it too.

@@ -63,13 +63,13 @@ def test_the_labels_file_lists_the_contradicting_gold() -> None:
 
 
 def test_the_harness_authenticates_and_reads_the_products_the_gold_omits(report: ReplayReport) -> None:
-    # task 70's gold is a bare exchange: the diligent agent locates the user by email, reads the product of the
-    # item it exchanges, then the profile (the principal) and the order the checklist's facts need
+    # task 70's gold is a bare exchange: the diligent agent locates the user by email (the principal), reads the
+    # product of the item it exchanges, then the order and the profile the checklist's facts need
     assert report.inserted_reads["70"] == [
         'find_user_id_by_email({"email": "sofia.hernandez3039@example.com"})',
         'get_product_details({"product_id": "7765186836"})',
-        'get_user_details({"user_id": "sofia_hernandez_5364"})',
         'get_order_details({"order_id": "#W3947049"})',
+        'get_user_details({"user_id": "sofia_hernandez_5364"})',
     ]
     # task 1's gold located the user by name + zip and read the products: only the profile is added
     assert report.inserted_reads["1"] == ['get_user_details({"user_id": "yusuf_rossi_9620"})']

@@ -59,6 +59,15 @@ JSON_KEYS = {
     "extra_blocked",
     "non_gold_writes",
     "non_gold_blocked",
+    "contradicting_gold_writes",
+    "contradicting_gold_blocked",
+    "violation_writes",
+    "violation_blocked",
+    "compliant_writes",
+    "compliant_blocked",
+    "compliant_blocked_hard",
+    "compliant_blocked_by_class",
+    "seconds",
     "by_requirement",
     "calls",
 }
@@ -195,7 +204,12 @@ def synthetic(shop: tuple[Checklist, Path]) -> SimsReport:
 def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) -> None:
     summary = synthetic.summary()
     assert set(summary) == JSON_KEYS
-    counts = {k: v for k, v in summary.items() if k not in ("calls", "by_requirement")}
+    counts = {
+        k: v
+        for k, v in summary.items()
+        if k not in ("calls", "by_requirement", "compliant_blocked_by_class", "seconds") and "violation" not in k
+    }
+    assert summary["seconds"] >= 0 and summary["violation_writes"] == summary["violation_blocked"] == 0
     assert counts == {
         "simulations": 5,
         "writes_total": 9,
@@ -206,6 +220,16 @@ def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) ->
         "extra_blocked": 1,  # wipe_db
         "non_gold_writes": 2,  # B refund 500, D refund O8
         "non_gold_blocked": 1,  # B refund 500
+        "contradicting_gold_writes": 1,  # D refund O9
+        "contradicting_gold_blocked": 0,
+        "compliant_writes": 6,  # gold and extra
+        "compliant_blocked": 3,  # B (read first), C refund 999 and wipe_db (hard)
+        "compliant_blocked_hard": 2,
+    }
+    assert summary["compliant_blocked_by_class"] == {
+        "policy": {"blocked": 1, "hard": 1, "refused_by_tool": 0},
+        "read-first": {"blocked": 1, "hard": 0, "refused_by_tool": 0},
+        "unknown-tool": {"blocked": 1, "hard": 1, "refused_by_tool": 0},
     }
     assert summary["by_requirement"] == {"refund.ceiling": 2, "refund.owner": 1, "<unknown_tool>": 1}
     assert synthetic.count("contradicting_gold") == 1  # D's refund of O9: task 9's gold contradicts the policy
@@ -340,7 +364,11 @@ def test_a_label_file_overrides_the_gold_labels(shop: tuple[Checklist, Path]) ->
         ("A", "note", "compliant"),
         ("B", "refund", "violation"),
     ]
-    assert report.summary()["non_gold_writes"] == 1 and report.summary()["extra_writes"] == 1
+    summary = report.summary()
+    assert summary["non_gold_writes"] == 1 and summary["extra_writes"] == 1
+    # the labelled writes are counted, not left as zeros: the violation blocked, the compliant note let through
+    assert (summary["violation_writes"], summary["violation_blocked"]) == (1, 1)
+    assert summary["compliant_writes"] == 6 and summary["compliant_blocked"] == 3  # gold + extra + the note
 
 
 def test_a_label_that_matches_no_write_is_an_error(shop: tuple[Checklist, Path]) -> None:
@@ -564,7 +592,7 @@ def test_bench_report_includes_the_sims_table(tmp_path: Path, capsys: pytest.Cap
     markdown = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
     assert "## Real agent runs replayed through the guard (bench sims)" in markdown
     assert "| gold | 3 | 0 |" in markdown  # task 40's rename passes: the user gave the id on the record
-    assert "| book-route | 1 |" in markdown
+    assert "| book-flights-searched | 1 |" in markdown  # task 25 books without a flight search: a read first
     metrics = json.loads((tmp_path / "rep" / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["bench_sims"]["gold_writes"] == 3 and "calls" not in metrics["bench_sims"]
 

@@ -23,7 +23,8 @@ BLOCK_CLASSES: dict[str, str] = {
     "repeat": "the same write was already executed in this simulation",
     "read-first": "evidence the checks need was never read",
     "policy": "a formal check of the written policy is false",
-    "verifier": "the verifier (or another stage) blocked it",
+    "unknown-tool": "the checklist does not name the tool",
+    "verifier": "the verifier blocked it",
 }
 
 GOLD_RULE = (

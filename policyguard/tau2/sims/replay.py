@@ -58,7 +58,9 @@ def block_class(decision: Decision, kind: BlockKind | None, repeat: bool) -> str
         return "certificate"
     if kind == "read_first":
         return "read-first"
-    return "policy" if decision.stage in ("gate", "gate_error", "guard") else "verifier"
+    if decision.stage == "unknown_tool":
+        return "unknown-tool"
+    return "verifier" if decision.stage.startswith("verifier") else "policy"
 
 
 def block_kind(decision: Decision) -> BlockKind | None:
