@@ -171,25 +171,32 @@ def create_app(service: Service) -> Starlette:
     async def jwks(request: Request) -> Response:
         return _JSON(service.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
+    def detailed(request: Request) -> bool:
+        """Whether the caller may see more than a status: always without a token, else only with it."""
+        return authorized(config.token, request.headers.get("authorization"))
+
     async def healthz(request: Request) -> Response:
+        if not detailed(request):
+            return _JSON({"status": "ok"})
         return _JSON({"status": "ok", "replica": service.replica})
 
     async def readyz(request: Request) -> Response:
-        checklist = service.base.checklist
-        body: dict[str, Any] = {
-            "replica": service.replica,
-            "checklist": checklist.policy.name,
-            "policy_version": checklist.policy.version,
-            "grants": service.issuer is not None,
-        }
+        store = "ok"
         try:
             with anyio.fail_after(READY_TIMEOUT_S):
                 await anyio.to_thread.run_sync(service.store.is_denied, "readyz-probe", abandon_on_cancel=True)
-        except Exception as exc:  # TimeoutError or the store's own error: not ready, say which
-            body.update(ready=False, store=f"unreachable: {type(exc).__name__}: {' '.join(str(exc).split())}")
-            return _JSON(body, status_code=503)
-        body.update(ready=True, store="ok")
-        return _JSON(body)
+        except TimeoutError:
+            log.warning("readyz: the store did not answer within %g s", READY_TIMEOUT_S)
+            store = "timeout"
+        except Exception as exc:  # the reason (the store's URL, the driver's error) stays in the server's log
+            log.warning("readyz: the store failed: %s: %s", type(exc).__name__, " ".join(str(exc).split()))
+            store = "unreachable"
+        body: dict[str, Any] = {"ready": store == "ok"}
+        if detailed(request):
+            checklist = service.base.checklist
+            body.update(replica=service.replica, checklist=checklist.policy.name,
+                        policy_version=checklist.policy.version, grants=service.issuer is not None, store=store)  # fmt: skip
+        return _JSON(body, status_code=200 if store == "ok" else 503)
 
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
