@@ -44,6 +44,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--trace", type=Path, default=None, help="append the audit trace to this JSONL file")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another Host name clients use for this server (repeatable); on loopback only the loopback names and "
+        "--host are answered (421 otherwise: DNS rebinding protection); off loopback, listing names turns the check on",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin (https://host[:port]) allowed to call the server (repeatable); a request from any "
+        "other Origin is refused (403)",
+    )
+    parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
     )
     parser.add_argument(
@@ -142,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
         decision_timeout_s=args.decision_timeout,
         replica=args.replica,
         demo_effects=args.demo_effects,
+        host=args.host,
+        allowed_hosts=tuple(args.allowed_host),
+        allowed_origins=tuple(args.allowed_origin),
     )
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")

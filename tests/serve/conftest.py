@@ -104,7 +104,7 @@ def make_client(tmp_path: Path, grant_key: Path) -> Iterator[Callable[..., Any]]
         }
         settings.update(overrides)
         service = build_service(ServeConfig(**settings))
-        client = TestClient(create_app(service), raise_server_exceptions=False)
+        client = TestClient(create_app(service), base_url="http://127.0.0.1:8700", raise_server_exceptions=False)
         client.service = service  # type: ignore[attr-defined]
         clients.append(client)
         return client
