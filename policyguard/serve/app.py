@@ -247,9 +247,9 @@ def create_app(service: Service) -> Starlette:
         Route("/metrics", route("/metrics", prometheus), methods=["GET"]),
         Route("/openapi.json", route("/openapi.json", openapi), methods=["GET"]),
     ]
-    check = HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)
+    hosts = HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)
     return Starlette(
         routes=routes,
         exception_handlers={HTTPException: http_error},
-        middleware=[Middleware(_ForeignRequests, check=check, metrics=metrics)],
+        middleware=[Middleware(_ForeignRequests, check=hosts, metrics=metrics)],
     )
