@@ -20,3 +20,17 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "[::1]", "localhost")
+
+
+def loopback_names(host: str) -> list[str]:
+    """The names, as a ``Host`` header spells them, that a client on this machine uses for a listener on ``host``.
+
+    ``host`` itself (an IPv6 address in brackets) and 127.0.0.1, [::1], localhost. A server on
+    loopback answers only requests naming one of them, so a web page that re-points its own name
+    at 127.0.0.1 (DNS rebinding) is refused.
+    """
+    shown = f"[{host.strip('[]')}]" if ":" in host else host.lower()
+    return sorted({shown, *LOOPBACK_NAMES})

@@ -44,6 +44,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--trace", type=Path, default=None, help="append the audit trace to this JSONL file")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another Host name clients use for this server (repeatable); on loopback only the loopback names and "
+        "--host are answered (421 otherwise: DNS rebinding protection); off loopback, listing names turns the check on",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin (https://host[:port]) allowed to call the server (repeatable); a request from any "
+        "other Origin is refused (403)",
+    )
+    parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
     )
     parser.add_argument(
@@ -75,6 +91,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=float,
         default=60.0,
         help="seconds a check may take before the answer is 503, do not run the call (default 60)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=None,
+        help="seconds a connection may take to send a request's headers before it is closed (default 10)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open connections per process (default 256, less if the open-file limit allows no more); at the "
+        "bound the connection waiting longest for its headers is closed, or the new one gets a 503 if all are busy",
     )
     parser.add_argument(
         "--workers",
@@ -120,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
 
         from ..serve import ServeConfig, build_service, create_app
         from ..serve.auth import TOKEN_ENV, server_token
+        from ..serve.connections import ACCEPT_BATCH, HEADER_TIMEOUT_S, ConnectionLimits, fit_open_files
     except ImportError as exc:
         hint = "pip install 'policyguard[serve]'"
         raise ConfigError(f"policyguard serve needs the 'serve' extra: {hint} ({exc})") from None
@@ -142,22 +172,29 @@ def run(args: argparse.Namespace) -> int:
         decision_timeout_s=args.decision_timeout,
         replica=args.replica,
         demo_effects=args.demo_effects,
+        host=args.host,
+        allowed_hosts=tuple(args.allowed_host),
+        allowed_origins=tuple(args.allowed_origin),
     )
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     if args.workers > 1 and args.store.endswith(":memory:"):
         raise ConfigError("--workers above 1 needs a shared --store (sqlite:///path.db or postgresql://...): "
                           "workers with private memory stores would not share spent nonces or denials")  # fmt: skip
+    header_timeout = HEADER_TIMEOUT_S if args.header_timeout is None else args.header_timeout
+    limits = ConnectionLimits(header_timeout, fit_open_files(args.max_connections))
     service = build_service(config)  # also in the parent with --workers: a bad setting fails here, once
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(
         f"policyguard serve: listening on http://{shown}:{port} (replica {service.replica}, "
-        f"store {args.store.split('://', 1)[0]}, token {'required' if token else 'off (loopback)'})",
+        f"store {args.store.split('://', 1)[0]}, token {'required' if token else 'off (loopback)'}, "
+        f"at most {limits.max_connections} connections, headers within {limits.header_timeout_s:g} s)",
         flush=True,
     )
-    settings = {"log_level": args.log_level, "access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 5}
+    settings = {"log_level": args.log_level, "access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 5,
+                "http": limits, "timeout_keep_alive": 5, "backlog": ACCEPT_BATCH}  # fmt: skip
     if args.workers > 1:
         return _run_workers(service, config, sock, args.workers, settings)
     uvicorn.Server(uvicorn.Config(create_app(service), **settings)).run(sockets=[sock])  # type: ignore[arg-type]

@@ -265,11 +265,11 @@ def rebinding_protection(host: str) -> Any:
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from ..loopback import is_loopback
+    from ..loopback import is_loopback, loopback_names
 
     if not is_loopback(host):
         return None
-    names = sorted({f"[{host}]" if ":" in host else host, "127.0.0.1", "localhost", "[::1]"})
+    names = loopback_names(host)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:*" for name in names],

@@ -26,18 +26,22 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..decision import decision_json
 from ..errors import FormatError
 from ..limits import call_problem
 from .auth import authorized
 from .body import BadRequest, CheckRequest, ExecuteRequest, parse_json, parse_model, surrogate_problem
-from .metrics import CONTENT_TYPE
+from .metrics import CONTENT_TYPE, Metrics
 from .openapi import openapi_document
+from .rebinding import HostCheck
 from .service import Service
 
 log = logging.getLogger("policyguard.serve")
@@ -85,6 +89,23 @@ async def _read_body(request: Request, limit: int) -> bytes:
     except TimeoutError:
         raise BadRequest(408, f"the body did not arrive within {BODY_TIMEOUT_S:.0f} s") from None
     return b"".join(chunks)
+
+
+class _ForeignRequests:
+    """Refuses a request whose Host or Origin shows it came from a web page (421/403; see :mod:`.rebinding`)."""
+
+    def __init__(self, app: ASGIApp, check: HostCheck, metrics: Metrics) -> None:
+        self.app, self.check, self.metrics = app, check, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            refusal = self.check.refusal(headers.get("host"), headers.get("origin"))
+            if refusal is not None:
+                self.metrics.response("other", refusal[0])
+                await _error(*refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _read_call(data: dict[str, Any]) -> Any:
@@ -171,25 +192,37 @@ def create_app(service: Service) -> Starlette:
     async def jwks(request: Request) -> Response:
         return _JSON(service.jwks(), headers={"Cache-Control": "public, max-age=300"})
 
+    def detailed(request: Request) -> bool:
+        """Whether the caller may see more than a status: always without a token, else only with it."""
+        return authorized(config.token, request.headers.get("authorization"))
+
     async def healthz(request: Request) -> Response:
+        if not detailed(request):
+            return _JSON({"status": "ok"})
         return _JSON({"status": "ok", "replica": service.replica})
 
     async def readyz(request: Request) -> Response:
-        checklist = service.base.checklist
-        body: dict[str, Any] = {
-            "replica": service.replica,
-            "checklist": checklist.policy.name,
-            "policy_version": checklist.policy.version,
-            "grants": service.issuer is not None,
-        }
+        store = "ok"
         try:
             with anyio.fail_after(READY_TIMEOUT_S):
                 await anyio.to_thread.run_sync(service.store.is_denied, "readyz-probe", abandon_on_cancel=True)
-        except Exception as exc:  # TimeoutError or the store's own error: not ready, say which
-            body.update(ready=False, store=f"unreachable: {type(exc).__name__}: {' '.join(str(exc).split())}")
-            return _JSON(body, status_code=503)
-        body.update(ready=True, store="ok")
-        return _JSON(body)
+        except TimeoutError:
+            log.warning("readyz: the store did not answer within %g s", READY_TIMEOUT_S)
+            store = "timeout"
+        except Exception as exc:  # the reason (the store's URL, the driver's error) stays in the server's log
+            log.warning("readyz: the store failed: %s: %s", type(exc).__name__, " ".join(str(exc).split()))
+            store = "unreachable"
+        body: dict[str, Any] = {"ready": store == "ok"}
+        if detailed(request):
+            checklist = service.base.checklist
+            body.update(
+                replica=service.replica,
+                checklist=checklist.policy.name,
+                policy_version=checklist.policy.version,
+                grants=service.issuer is not None,
+                store=store,
+            )
+        return _JSON(body, status_code=200 if store == "ok" else 503)
 
     async def prometheus(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
@@ -214,4 +247,9 @@ def create_app(service: Service) -> Starlette:
         Route("/metrics", route("/metrics", prometheus), methods=["GET"]),
         Route("/openapi.json", route("/openapi.json", openapi), methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    hosts = HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error},
+        middleware=[Middleware(_ForeignRequests, check=hosts, metrics=metrics)],
+    )

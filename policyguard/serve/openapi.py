@@ -77,7 +77,10 @@ def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
         "/readyz": {
             "get": {
                 "summary": "The store is reachable and the checklist is loaded",
-                "responses": {"200": {"description": "ready"}, "503": {"description": "not ready, with the reason"}},
+                "responses": {
+                    "200": {"description": "ready (with the token, or none set: also the replica and checklist)"},
+                    "503": {"description": "not ready (with the token: store timeout or unreachable; why is logged)"},
+                },
             }
         },
         "/metrics": {"get": {"summary": "Prometheus text format", "responses": {"200": {"description": "metrics"}}}},

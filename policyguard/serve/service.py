@@ -21,6 +21,7 @@ from .body import MAX_BODY_BYTES
 from .keys import PublicKey, jwks, public_key, signing_key
 from .metered import MeteredStore
 from .metrics import Metrics
+from .rebinding import HostCheck
 
 DEFAULT_STORE = "sqlite:///:memory:"
 
@@ -45,6 +46,9 @@ class ServeConfig(BaseModel):
     decision_timeout_s: float = 60.0
     replica: str = ""
     demo_effects: Path | None = None
+    host: str = "127.0.0.1"  # the listening address: which Host names are accepted (see .rebinding)
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
 
 class RequestTrace(Trace):
@@ -127,6 +131,7 @@ def build_service(config: ServeConfig) -> Service:
         raise ConfigError(f"--decision-timeout must be a positive number of seconds, got {config.decision_timeout_s}")
     if config.max_body_bytes <= 0:
         raise ConfigError(f"--max-body-bytes must be positive, got {config.max_body_bytes}")
+    HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)  # a bad name fails here
     base = Guard.from_files(
         policy=config.policy,
         checklist=config.checklist,

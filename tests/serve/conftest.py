@@ -104,7 +104,7 @@ def make_client(tmp_path: Path, grant_key: Path) -> Iterator[Callable[..., Any]]
         }
         settings.update(overrides)
         service = build_service(ServeConfig(**settings))
-        client = TestClient(create_app(service), raise_server_exceptions=False)
+        client = TestClient(create_app(service), base_url="http://127.0.0.1:8700", raise_server_exceptions=False)
         client.service = service  # type: ignore[attr-defined]
         clients.append(client)
         return client
@@ -152,6 +152,12 @@ class Replica:
                 self.process.wait(timeout=10)
 
 
+def _limit_open_files(count: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
+
+
 def _pump(stream: Any, lines: queue.Queue[str | None], keep: list[str]) -> None:
     for line in stream:
         keep.append(line)
@@ -159,8 +165,17 @@ def _pump(stream: Any, lines: queue.Queue[str | None], keep: list[str]) -> None:
     lines.put(None)
 
 
-def start_replica(name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Replica:
-    """Start a replica and wait (bounded) until it says where it listens and answers /healthz."""
+def start_replica(
+    name: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    open_files: int | None = None,
+) -> Replica:
+    """Start a replica and wait (bounded) until it says where it listens and answers /healthz.
+
+    ``open_files`` sets the process's open-file limit (soft and hard), as ``ulimit -n`` would.
+    """
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full_env.get("PYTHONPATH", "")) if p)
     full_env.update(env or {})
@@ -183,6 +198,7 @@ def start_replica(name: str, args: list[str], env: dict[str, str] | None = None,
         text=True,
         env=full_env,
         cwd=cwd,
+        preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
     )
     lines: queue.Queue[str | None] = queue.Queue()
     kept: list[str] = []
@@ -221,8 +237,10 @@ def replicas() -> Iterator[Callable[..., Replica]]:
     """Start replicas with `start(name, args)`; every one is stopped at the end of the test."""
     started: list[Replica] = []
 
-    def start(name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Replica:
-        replica = start_replica(name, args, env, cwd)
+    def start(
+        name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, **options: Any
+    ) -> Replica:
+        replica = start_replica(name, args, env, cwd, **options)
         started.append(replica)
         return replica
 
