@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 START_TIMEOUT_S = 60.0  # a cold worker imports the engine; that time is not the check's
 _HEADER = struct.Struct("!Q")
@@ -102,7 +102,7 @@ def _receive(worker: subprocess.Popen[bytes], deadline: float) -> Any:
     return pickle.loads(_read(worker.stdout, size, deadline))
 
 
-def _read(pipe: BinaryIO, size: int, deadline: float) -> bytes:
+def _read(pipe: IO[bytes], size: int, deadline: float) -> bytes:
     """Exactly ``size`` bytes, or :class:`IsolatedTimeout` at ``deadline`` (waiting frees the interpreter lock)."""
     chunks: list[bytes] = []
     while size:
