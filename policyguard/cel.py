@@ -55,11 +55,24 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
+from .celcost import (
+    DECISION_BUDGET,
+    ISOLATED_SECONDS,
+    MAX_STEPS,
+    Bound,
+    CostParseError,
+    Node,
+    Summary,
+    estimate,
+    largest_size,
+    parse,
+)
 from .errors import PolicyGuardError
 
 CHECK_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal", "now"})
@@ -131,6 +144,10 @@ class CelEvalError(CelError):
     """Evaluation failed: a missing key or field, a type error, a non-bool check result."""
 
 
+class CelBudgetError(CelEvalError):
+    """The check would cost more than what is left of the decision's budget; it was not evaluated."""
+
+
 _PATH = re.compile(r"^\s*(args|facts|principal)((?:\s*\.\s*[A-Za-z_]\w*)*)\s*$")
 
 
@@ -138,13 +155,67 @@ class Activation:
     """Variables converted for CEL once, to evaluate several checks of one call.
 
     Converting nested JSON facts into CEL values is most of an evaluation's
-    cost, so the gate builds one activation per call. Not thread-safe: build
-    one per call, never share it between threads.
+    cost, so the gate builds one activation per call. It also holds the call's
+    budget (:mod:`policyguard.celcost`): the checks evaluated over it share
+    ``budget`` steps. Not thread-safe: build one per call, never share it
+    between threads.
     """
 
-    def __init__(self, variables: Mapping[str, Any]) -> None:
+    def __init__(self, variables: Mapping[str, Any], *, budget: int = DECISION_BUDGET) -> None:
         self.variables = variables
+        self.budget = budget
+        self.spent = 0
+        self.isolated_left = ISOLATED_SECONDS
         self._context: Any = None
+        self._summary: Summary | None = None
+        self._largest_size: int | None = None
+
+    def _largest(self) -> int:
+        if self._largest_size is None:
+            self._largest_size = largest_size(self.variables)
+        return self._largest_size
+
+    def charge(self, tree: Node, bound: Bound, source: str) -> bool:
+        """Spend a check's estimated cost: True to evaluate it here, False to evaluate it apart (:meth:`isolated`).
+
+        Raises :class:`CelBudgetError` when the estimate is over :data:`~policyguard.celcost.MAX_STEPS`.
+        """
+        cost = bound.poly[0] if bound.constant else bound(self._largest())
+        if self.spent + cost > self.budget:  # the cheap bound does not fit: walk the values for the estimate
+            if self._summary is None:
+                self._summary = Summary(self.variables)
+            cost = estimate(tree, self._summary)
+        if cost > MAX_STEPS:
+            raise CelBudgetError(
+                f"its cost on this call's values is estimated at {cost:,} steps, over the limit of {MAX_STEPS:,};"
+                f" not evaluated: {_short(source)}"
+            )
+        if self.spent + cost > self.budget:
+            return False
+        self.spent += cost
+        return True
+
+    def isolated(self, source: str) -> Any:
+        """Evaluate ``source`` in the worker process, within what is left of the decision's time for that."""
+        from . import celprocess
+
+        if self.isolated_left <= 0:
+            raise CelBudgetError(
+                f"over the budget of {self.budget:,} steps per decision, and the {ISOLATED_SECONDS:g} s for"
+                f" checks evaluated apart are spent; not evaluated: {_short(source)}"
+            )
+        started = time.perf_counter()
+        try:
+            return celprocess.evaluate(source, self.variables, self.isolated_left)
+        except celprocess.IsolatedTimeout as exc:
+            raise CelBudgetError(
+                f"over the budget of {self.budget:,} steps per decision, so evaluated apart: {exc} (the limit is"
+                f" {ISOLATED_SECONDS:g} s per decision): {_short(source)}"
+            ) from None
+        except celprocess.IsolatedError as exc:
+            raise CelEvalError(str(exc)) from None
+        finally:
+            self.isolated_left -= time.perf_counter() - started
 
     def context(self) -> Any:
         if self._context is None:
@@ -165,6 +236,7 @@ class CheckProgram:
     _program: Any = field(repr=False, compare=False)
     _facts: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     _path: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    _cost: tuple[Node, Bound] | None = field(default=None, repr=False, compare=False)
 
     def variables(self) -> set[str]:
         """The top-level variables the expression reads (comprehension variables excluded)."""
@@ -182,6 +254,11 @@ class CheckProgram:
         activation = variables if isinstance(variables, Activation) else Activation(variables)
         if self._path is not None:  # a plain path such as args.order_id: no engine needed
             return self._walk(activation.variables)
+        if self._cost is not None and not activation.charge(*self._cost, self.source):
+            return activation.isolated(self.source)
+        return self._execute(activation)
+
+    def _execute(self, activation: Activation) -> Any:
         try:
             return self._program.execute(activation.context())
         except KeyError as exc:
@@ -214,6 +291,15 @@ class CheckProgram:
         return value
 
 
+def evaluate_unbounded(program: CheckProgram, variables: Mapping[str, Any]) -> Any:
+    """``program``'s value with no budget: only for :mod:`policyguard.celprocess`'s worker, which is killed instead."""
+    return program._execute(Activation(variables))
+
+
+def _short(source: str) -> str:
+    return repr(" ".join(source.split())[:120])
+
+
 def compile_check(expression: str) -> CheckProgram:
     """Compile ``expression``; raises :class:`CelCompileError` with the engine's message."""
     cel = engine()
@@ -224,9 +310,17 @@ def compile_check(expression: str) -> CheckProgram:
         program = cel.compile(expression)
     except (ValueError, RuntimeError, TypeError) as exc:
         raise CelCompileError(str(exc)) from exc
-    return CheckProgram(
-        source=expression, _program=program, _facts=_fact_names(expression), _path=_plain_path(expression)
-    )
+    path = _plain_path(expression)
+    cost = None
+    if path is None:
+        try:
+            tree = parse(expression)
+            cost = (tree, Bound(tree))
+        except CostParseError as exc:
+            raise CelCompileError(
+                f"the cost of this expression cannot be estimated, so it cannot be used: {exc}"
+            ) from None
+    return CheckProgram(source=expression, _program=program, _facts=_fact_names(expression), _path=path, _cost=cost)
 
 
 def _fact_names(source: str) -> frozenset[str]:

@@ -14,6 +14,8 @@ For a mutating call the gate evaluates every requirement that has a ``check``
   blocks whatever the others say);
 * a check cannot be evaluated (missing key, type error, non-bool) -> BLOCK with
   stage ``gate_error`` (fail closed);
+* the checks' estimated cost on the call's values is over the decision's budget
+  (:mod:`policyguard.celcost`) -> BLOCK naming the check, before evaluating it;
 * otherwise the checked requirements are MET and the rest UNVERIFIED, and the
   gate escalates so the verifier judges what only a reader of the dialogue can.
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from .canonical import UNHASHABLE_ARGS
-from .cel import CHECK_VARIABLES, Activation, CelCompileError, CelEvalError, CheckProgram, compile_check
+from .cel import CHECK_VARIABLES, Activation, CelBudgetError, CelCompileError, CelEvalError, CheckProgram, compile_check
 from .checklist import Checklist, Requirement
 from .decision import Decision, RequirementResult, Status
 from .errors import ChecklistError
@@ -235,6 +237,14 @@ class HardGate:
                 continue
             try:
                 holds = program.holds(variables)
+            except CelBudgetError as exc:  # too costly to evaluate: a denial, since a smaller call would be checked
+                results.append(_result(req.id, "NOT_MET", f"check not evaluated (fail closed): {exc}"))
+                denials.append(
+                    f"This call is too large for the policy check {req.id} to evaluate, so it is blocked. "
+                    "Send a call with fewer or smaller items."
+                )
+                errors.append(f"{req.id}: {exc}")
+                continue
             except CelEvalError as exc:
                 results.append(_result(req.id, "NOT_MET", f"check could not be evaluated (fail closed): {exc}"))
                 errors.append(f"{req.id}: {exc}")

@@ -1,0 +1,115 @@
+"""A check's cost is bounded per decision: too costly is a block naming the check, never a frozen process."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from policyguard.cel import Activation, CelBudgetError, compile_check
+from policyguard.celcost import DECISION_BUDGET, ISOLATED_SECONDS, MAX_STEPS, Bound, Summary, estimate, parse
+from policyguard.checklist import load_checklist
+from policyguard.decision import Decision
+from policyguard.gate import HardGate
+from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.stages import CheckContext
+
+from .conftest import NOW
+
+ITEMS_IN_ORDER = (
+    "args.item_ids.size() > 0 && args.item_ids.all(i, args.item_ids.filter(x, x == i).size()"
+    " <= facts.order.items.filter(x, x.item_id == i).size())"
+)
+CHECKLIST = f"""
+schema_version: 1
+policy: {{name: budget, version: "sha256:{"0" * 64}"}}
+facts:
+  order: {{tool: get_order, match: {{order_id: args.order_id}}}}
+tools:
+  get_order: {{mutating: false}}
+  modify_items:
+    mutating: true
+    requirements:
+      - id: items-in-order
+        text: Every item to change is in the order.
+        kind: data
+        source: "Each item to change must be in the order."
+        prerequisites: [get_order]
+        check: '{ITEMS_IN_ORDER}'
+"""
+
+
+def _variables(n: int, order_items: int = 5) -> dict[str, object]:
+    ids = [str(k) for k in range(n)]
+    return {"args": {"item_ids": ids}, "facts": {"order": {"items": [{"item_id": str(k)} for k in range(order_items)]}}}
+
+
+def test_the_estimate_grows_with_the_input_as_the_check_does() -> None:
+    """Quadratic filter inside all: a list 10x longer costs far more than 10x."""
+    tree = parse(ITEMS_IN_ORDER)
+    small, large = (estimate(tree, Summary(_variables(n))) for n in (5, 50))
+    assert 0 < small < DECISION_BUDGET
+    assert large > 100 * small
+
+
+def test_the_cheap_bound_is_never_below_the_estimate() -> None:
+    tree = parse(ITEMS_IN_ORDER)
+    for n in (0, 1, 7, 40):
+        variables = _variables(n, order_items=n // 2)
+        summary = Summary(variables)
+        assert Bound(tree)(summary.largest) >= estimate(tree, summary)
+
+
+def test_a_check_over_the_hard_limit_is_blocked_naming_it_without_being_evaluated() -> None:
+    program = compile_check(ITEMS_IN_ORDER)
+    started = time.perf_counter()
+    with pytest.raises(CelBudgetError, match=f"over the limit of {MAX_STEPS:,}"):
+        program.holds(Activation(_variables(20_000)))
+    assert time.perf_counter() - started < 5  # evaluating it would take minutes
+
+
+def test_a_check_over_the_budget_runs_apart_and_is_stopped_after_its_time() -> None:
+    program = compile_check("args.a.all(x, !(x in args.b))")  # estimated 36M steps: seconds in-process, holding the GIL
+    ids = [str(k) for k in range(6_000)]
+    activation = Activation({"args": {"a": ids, "b": [f"other-{i}" for i in ids]}})
+    started = time.perf_counter()
+    with pytest.raises(CelBudgetError, match="evaluated apart: still running after"):
+        program.holds(activation)
+    assert time.perf_counter() - started < ISOLATED_SECONDS + 60  # + the worker's one cold start
+    assert activation.isolated_left <= 0
+
+
+def test_a_check_over_the_budget_that_finishes_apart_gives_the_same_answer() -> None:
+    program = compile_check(ITEMS_IN_ORDER)
+    variables = _variables(60, order_items=60)
+    assert program.holds(Activation(variables, budget=0)) is program.holds(Activation(variables, budget=10**12))
+
+
+def test_the_gate_blocks_a_too_costly_call_naming_the_check_and_decides_small_calls_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "checklist.yaml"
+    path.write_text(CHECKLIST, encoding="utf-8")
+    checklist = load_checklist(path)
+    gate = HardGate(checklist)
+    context = CheckContext(checklist=checklist, policy_text="", now=NOW, principal=None)
+    read = ToolCall(id="r1", name="get_order", arguments={"order_id": "o1"})
+    order = '{"order_id": "o1", "items": [{"item_id": "1"}, {"item_id": "2"}]}'
+
+    def decide(ids: list[str]) -> Decision:
+        call = ToolCall(id="w1", name="modify_items", arguments={"order_id": "o1", "item_ids": ids})
+        trajectory = Trajectory(
+            messages=[
+                Message(role="assistant", tool_calls=[read]),
+                Message(role="tool", tool_call_id="r1", name="get_order", content=order),
+                Message(role="assistant", tool_calls=[call]),
+            ]
+        )
+        return gate.check(call, trajectory, context)
+
+    assert decide(["1", "2"]).outcome == "escalate"
+    assert decide(["1", "1"]).outcome == "block"
+    big = decide([str(k) for k in range(30_000)])
+    assert big.outcome == "block"
+    assert "items-in-order" in (big.message or "")
+    assert "items-in-order: its cost on this call's values is estimated at" in (big.error or "")
+    assert f"over the limit of {MAX_STEPS:,}" in (big.error or "")
