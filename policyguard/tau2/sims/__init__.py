@@ -7,13 +7,11 @@ run's dialogue holds only the calls its guard let through). For every call an ag
 made to a *mutating* tool (per the checklist; a tool the checklist does not
 name counts as mutating, and the guard blocks it), the guard decides the call on
 exactly the dialogue before the assistant message that made it, with the tool
-results as recorded; nothing is re-executed and no environment is built. All
-calls of one assistant message are judged on the same dialogue, the way
-:class:`~policyguard.tau2.agent.GuardedAgent` judges them live (an earlier call
-of the same message has no result yet when the message is sent), and a change
-that follows another change in the same message is blocked as GuardedAgent
-blocks it ("make one change at a time"; ``not_met`` holds
-``<one-change-at-a-time>``). A results file
+results as recorded; nothing is re-executed and no environment is built. The
+calls of one assistant message are judged call by call, each after the calls
+before it with their recorded results, the way
+:class:`~policyguard.tau2.agent.GuardedAgent` runs them live (it sends the calls
+before a write and judges the write once their results are in). A results file
 holds no system prompt; the guard does not need one (the policy comes with the
 checklist).
 
