@@ -33,11 +33,12 @@ reviewer approved it is allowed once, with a grant bound to it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .canonical import UNHASHABLE_ARGS
 from .checklist import Checklist, load_checklist
@@ -51,6 +52,8 @@ from .messages import Message, ToolCall, Trajectory
 from .stages import CheckContext, Gate, Verifier
 from .toolnames import unknown_tool_message
 from .trace import Trace
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:  # pragma: no cover
     from .approvalqueue import ApprovalQueue, ApprovalRequest
@@ -207,11 +210,12 @@ class Guard:
         return self._finish(call, trajectory, _combine(first, second), started, ids)
 
     async def acheck(self, call: ToolCall | Mapping[str, Any], trajectory: Trajectory | Sequence[Any]) -> Decision:
-        """Async :meth:`check` (same inputs): the verifier call is awaited, the gate runs inline."""
+        """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
+        worker thread, so one costly check never holds up the event loop's other sessions."""
         call, trajectory = as_call(call), as_trajectory(trajectory)
         started = time.perf_counter()
         ids = _ids(call)
-        context, first = self._begin(call, trajectory, ids)
+        context, first = await off_loop(self._begin, call, trajectory, ids)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids)
         try:
@@ -608,6 +612,15 @@ class Guard:
             resolver_reads=decision.resolver_reads,
             approval_id=decision.approval_id,
         )
+
+
+async def off_loop(function: Callable[..., _T], *args: Any) -> _T:
+    """``function(*args)`` in a worker thread under asyncio (inline elsewhere, e.g. under trio)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return function(*args)
+    return await asyncio.to_thread(function, *args)
 
 
 def _read_policy(path: Path) -> str:

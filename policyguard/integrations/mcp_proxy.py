@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..checklist import is_glob
 from ..decision import RequirementResult
 from ..dialogue import safe_json
-from ..guard import Guard, remediation_message
+from ..guard import Guard, off_loop, remediation_message
 from ..messages import Message, ToolCall, Trajectory
 from ..toolnames import fold, unknown_tool_message
 
@@ -299,7 +299,7 @@ class GuardedUpstream:
         if gate is None:
             return False
         try:
-            decision = gate.check(call, trajectory, self.guard.context())
+            decision = await off_loop(gate.check, call, trajectory, self.guard.context())
         except Exception:  # the guard's own check will block it and say why
             return True
         return decision.outcome in ("block", "halt")

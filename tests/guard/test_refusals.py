@@ -9,9 +9,11 @@ never an allow.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import textwrap
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -453,3 +455,33 @@ def test_the_hard_gate_alone_blocks_arguments_too_deep_to_hash() -> None:
         ToolCall(id="c1", name="cancel_order", arguments={"x": deep}), Trajectory(), guard.context()
     )
     assert decision.outcome == "block" and decision.args_sha256 is None
+
+
+# -- a costly check does not hold up other sessions ------------------------------
+
+
+class SlowGate(PassingGate):
+    """A gate whose check holds the thread for a while (as a costly CEL evaluation does)."""
+
+    def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
+        time.sleep(0.4)
+        return super().check(call, trajectory, context)
+
+
+def test_acheck_runs_the_gate_off_the_event_loop_so_other_sessions_keep_running() -> None:
+    guard = Guard(parse_checklist(CHECKLIST, file="refusals.yaml"), POLICY, gate=SlowGate(), verifier=PassingVerifier())
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        for _ in range(8):
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.02)
+
+    async def main() -> Decision:
+        decision, _ = await asyncio.gather(guard.acheck(refund(50), Trajectory(messages=[])), ticker())
+        return decision
+
+    started = time.perf_counter()
+    decision = asyncio.run(main())
+    assert decision.stage != "bad_call"
+    assert ticks[-1] - started < 0.35  # the other coroutine finished while the gate was still busy
