@@ -230,7 +230,7 @@ BAD_TRAJECTORIES = {
     "NaN in an earlier call": json.dumps([*DIALOGUE[:2], _history_call("r9", '{"order_id": NaN}')]),
     "1e999 in an earlier call": json.dumps([*DIALOGUE[:2], _history_call("r9", '{"order_id": 1e999}')]),
     "one call id for two reads": json.dumps(
-        [*DIALOGUE[:4], _history_call("r1", '{"order_id": "O2"}')]  # r1 already answered get_user_details
+        [*DIALOGUE[:3], _history_call("r1", '{"order_id": "O2"}')]  # r1's get_user_details is not answered yet
     ),
     "deep JSON": "[" * 100_000 + "]" * 100_000,
     "not UTF-8": "\udcff",
@@ -257,7 +257,7 @@ def test_duplicate_call_ids_name_both_messages(files, capsys):  # type: ignore[n
     files["trajectory"].write_text(BAD_TRAJECTORIES["one call id for two reads"])
     code, _ = run(files, REFUND_50, "--model", "none")
     line = _one_line_error(code, capsys.readouterr().err, files["trajectory"])
-    assert "call id 'r1'" in line and "message 2 and message 4" in line
+    assert "call id 'r1'" in line and "message 2 and message 3" in line
 
 
 # ---------------------------------------------------------------- errors and exit codes that tell the truth

@@ -331,7 +331,9 @@ def confirmed_guard() -> tuple[Guard, ScriptedModel]:
     checklist = parse_checklist(CONFIRMED_CHECKLIST, file="inline.yaml")
 
     def judge(request: Any) -> str:
-        said_yes = "yes, refund 80" in request.text()
+        text = request.text()
+        said_yes = "yes, refund 80" in text
+        reply = re.search(r'"index":\s*(\d+),\s*"role":\s*"user",\s*"content":\s*"yes, refund 80', text)
         return json.dumps(
             {
                 "requirements": [
@@ -339,7 +341,7 @@ def confirmed_guard() -> tuple[Guard, ScriptedModel]:
                         "id": "confirmed",
                         "status": "MET" if said_yes else "NOT_MET",
                         "evidence": "the user's reply",
-                        "evidence_messages": [0],
+                        "evidence_messages": [int(reply.group(1))] if reply else [],
                     }
                 ],
                 "verdict": "PASS" if said_yes else "BLOCK",

@@ -150,7 +150,6 @@ WRONG_SHAPE = {
                     "content": None,
                     "tool_calls": [tool_call("r1", "get_transaction", {"transaction_id": "T-1"})],
                 },
-                {"role": "tool", "tool_call_id": "r1", "content": "{}"},
                 {
                     "role": "assistant",
                     "content": None,
@@ -239,7 +238,28 @@ BLOCKED = {
     "disguised tool name": ({"trajectory": [], "call": tool_call("c1", "issue\u200brefund", {})}, "unknown_tool"),
     "fullwidth tool name": ({"trajectory": [], "call": tool_call("c1", "ｉｓｓｕｅ_refund", {})}, "unknown_tool"),
     "a call id already answered": (
-        {"trajectory": refund_dialogue("T-1"), "call": refund_call("r2", "T-1")},
+        {
+            "trajectory": [
+                *refund_dialogue("T-1"),
+                {"role": "assistant", "content": None, "tool_calls": [refund_call("r9", "T-1")]},
+                {"role": "tool", "tool_call_id": "r9", "content": "refunded"},
+            ],
+            "call": refund_call("r9", "T-1"),
+        },
+        "bad_call",
+    ),
+    "a call id of another call not answered yet": (
+        {
+            "trajectory": [
+                *refund_dialogue("T-1"),
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [tool_call("r9", "get_transaction", {"transaction_id": "T-1"})],
+                },
+            ],
+            "call": refund_call("r9", "T-1"),
+        },
         "bad_call",
     ),
     "a negative amount": ({"trajectory": refund_dialogue("T-1"), "call": refund_call("c1", "T-1", amount=-50)}, "gate"),

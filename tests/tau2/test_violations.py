@@ -72,6 +72,10 @@ def test_every_id_comes_from_the_database(data: DomainData, cases: list[Violatio
                     for f in args["flights"]
                 ), case.case_id
                 continue
+            if tool == "get_flight_status":  # a complaint's cancelled flight, as the database has it
+                status = db["flights"][read_args["flight_number"]]["dates"][read_args["date"]]["status"]
+                assert status == "cancelled", case.case_id
+                continue
             assert tool in ("get_user_details", "get_reservation_details")
             assert set(read_args.values()) <= set(db["users"]) | set(db["reservations"])
         for tool, setup_args in case.setup:
