@@ -68,70 +68,54 @@ def _requirement_paths(checklist: Checklist) -> list[tuple[tuple[str | int, ...]
     return paths
 
 
+def _compile_at(
+    checklist: Checklist,
+    expression: str,
+    path: tuple[str | int, ...],
+    subject: str,
+    invalid: str,
+    allowed: frozenset[str],
+    errors: list[ChecklistError],
+) -> CheckProgram | None:
+    """One expression compiled, with every problem (syntax, unknown variables, undeclared facts) at its line."""
+    try:
+        program = compile_check(expression)
+    except CelCompileError as exc:
+        errors.append(checklist.error_at(f"{invalid}: {exc}", path))
+        return None
+    unknown = program.variables() - allowed
+    if unknown:
+        message = f"{subject} uses unknown variable(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+        errors.append(checklist.error_at(message, path))
+    for dep in sorted(program.fact_names() - set(checklist.facts)):
+        errors.append(checklist.error_at(f"{subject} refers to undeclared fact {dep!r}", path))
+    return program
+
+
 def _compile_all(checklist: Checklist) -> tuple[dict[str, CheckProgram], list[ChecklistError]]:
     programs: dict[str, CheckProgram] = {}
     errors: list[ChecklistError] = []
     for name, source in checklist.facts.items():
+        match = f"match of fact {name!r}"
         for argument, expression in source.match.items():
             path: tuple[str | int, ...] = ("facts", name, "match", argument)
-            try:
-                program = compile_check(expression)
-            except CelCompileError as exc:
-                errors.append(checklist.error_at(f"invalid CEL in match of fact {name!r}: {exc}", path))
-                continue
-            unknown = program.variables() - MATCH_VARIABLES
-            if unknown:
-                errors.append(
-                    checklist.error_at(
-                        f"match of fact {name!r} uses unknown variable(s) {sorted(unknown)};"
-                        f" allowed: {sorted(MATCH_VARIABLES)}",
-                        path,
-                    )
-                )
-            for dep in sorted(program.fact_names() - set(checklist.facts)):
-                errors.append(checklist.error_at(f"match of fact {name!r} refers to undeclared fact {dep!r}", path))
+            _compile_at(checklist, expression, path, match, f"invalid CEL in {match}", MATCH_VARIABLES, errors)
         if source.invalidated_when is not None:
             path = ("facts", name, "invalidated_when")
-            try:
-                program = compile_check(source.invalidated_when)
-            except CelCompileError as exc:
-                errors.append(checklist.error_at(f"invalid CEL in invalidated_when of fact {name!r}: {exc}", path))
-                continue
-            unknown = program.variables() - INVALIDATION_VARIABLES
-            if unknown:
-                errors.append(
-                    checklist.error_at(
-                        f"invalidated_when of fact {name!r} uses unknown variable(s) {sorted(unknown)};"
-                        f" allowed: {sorted(INVALIDATION_VARIABLES)}",
-                        path,
-                    )
-                )
-            for dep in sorted(program.fact_names() - set(checklist.facts)):
-                errors.append(
-                    checklist.error_at(f"invalidated_when of fact {name!r} refers to undeclared fact {dep!r}", path)
-                )
+            subject = f"invalidated_when of fact {name!r}"
+            _compile_at(
+                checklist, source.invalidated_when, path, subject, f"invalid CEL in {subject}",
+                INVALIDATION_VARIABLES, errors,
+            )  # fmt: skip
     for base, req in _requirement_paths(checklist):
         if req.check is None:
             continue
         path = (*base, "check")
-        try:
-            program = compile_check(req.check)
-        except CelCompileError as exc:
-            errors.append(checklist.error_at(f"invalid CEL check in requirement {req.id!r}: {exc}", path))
+        subject = f"check of requirement {req.id!r}"
+        invalid = f"invalid CEL check in requirement {req.id!r}"
+        program = _compile_at(checklist, req.check, path, subject, invalid, CHECK_VARIABLES, errors)
+        if program is None:
             continue
-        unknown = program.variables() - CHECK_VARIABLES
-        if unknown:
-            errors.append(
-                checklist.error_at(
-                    f"check of requirement {req.id!r} uses unknown variable(s) {sorted(unknown)};"
-                    f" allowed: {sorted(CHECK_VARIABLES)}",
-                    path,
-                )
-            )
-        for fact in sorted(program.fact_names() - set(checklist.facts)):
-            errors.append(
-                checklist.error_at(f"check of requirement {req.id!r} refers to undeclared fact {fact!r}", path)
-            )
         previous = programs.get(req.id)
         if previous is not None and previous.source != program.source:
             errors.append(checklist.error_at(f"duplicate requirement id {req.id!r} with a different check", path))
