@@ -238,25 +238,36 @@ def _bare_id(result: ToolResult) -> tuple[str | None, str]:
     return text, ""
 
 
-def _stated_principal(site: CallSite, stated: StatedPrincipal, said: list[tuple[int, str]]) -> str | None:
+_WORD = re.compile(r"[\w.@-]+")
+
+
+def _stated_principal(site: CallSite, stated: StatedPrincipal, said: dict[str, int]) -> str | None:
     """The record's user id when the user wrote it, as a whole word, before the read was made."""
     result = site.result
     if result is None or result.is_error:
         return None
     parsed, problem = read_result(result)
     value = parsed.get(stated.field) if problem is None and isinstance(parsed, dict) else None
-    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
+    if not isinstance(value, str) or not value:
         return None
-    word = re.compile(r"(?<![\w.@-])" + re.escape(value) + r"(?![\w@-])")
-    return value if any(index < site.order[0] and word.search(text) for index, text in said) else None
+    first = said.get(value)
+    return value if first is not None and first < site.order[0] else None
 
 
-def user_texts(trajectory: object) -> list[tuple[int, str]]:
-    """(message index, text) of every user message, for ``PrincipalSource.stated``; none when not known."""
+def words_said(trajectory: object) -> dict[str, int]:
+    """Each word of the user's messages (a run of letters, digits, ``_.@-``; a final ``.`` dropped) -> the
+    index of the first user message that has it. One pass, so a long dialogue costs no more per read."""
     messages = getattr(trajectory, "messages", None)
-    if messages is None:
-        return list(getattr(trajectory, "user_texts", ()))
-    return [(index, m.content) for index, m in enumerate(messages) if m.role == "user" and m.content]
+    texts = (
+        [(index, m.content) for index, m in enumerate(messages) if m.role == "user" and m.content]
+        if messages is not None
+        else list(getattr(trajectory, "user_texts", ()))
+    )
+    first: dict[str, int] = {}
+    for index, text in texts:
+        for word in _WORD.findall(text):
+            first.setdefault(word.rstrip("."), index)
+    return first
 
 
 def _resolve_one(
@@ -518,7 +529,7 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
     if source is None:
         return None
     lookups = {source.tool, *source.lookups}
-    said: list[tuple[int, str]] | None = None
+    said: dict[str, int] | None = None
     for site in trajectory.call_sites():
         if site.call.name in lookups:
             value, _ = _principal_of(site, source)
@@ -526,7 +537,7 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
                 return value
         if source.stated is not None and site.call.name == source.stated.tool:
             if said is None:
-                said = user_texts(trajectory)
+                said = words_said(trajectory)
             value = _stated_principal(site, source.stated, said)
             if value is not None:
                 return value
