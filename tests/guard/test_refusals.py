@@ -13,7 +13,7 @@ import asyncio
 import json
 import math
 import textwrap
-import time
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -460,28 +460,31 @@ def test_the_hard_gate_alone_blocks_arguments_too_deep_to_hash() -> None:
 # -- a costly check does not hold up other sessions ------------------------------
 
 
-class SlowGate(PassingGate):
-    """A gate whose check holds the thread for a while (as a costly CEL evaluation does)."""
+class WaitingGate(PassingGate):
+    """A gate whose check holds its thread until another coroutine has run (or 5 s have passed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other_ran = threading.Event()
+        self.saw_other: bool | None = None
 
     def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
-        time.sleep(0.4)
+        self.saw_other = self.other_ran.wait(timeout=5)
         return super().check(call, trajectory, context)
 
 
 def test_acheck_runs_the_gate_off_the_event_loop_so_other_sessions_keep_running() -> None:
-    guard = Guard(parse_checklist(CHECKLIST, file="refusals.yaml"), POLICY, gate=SlowGate(), verifier=PassingVerifier())
-    ticks: list[float] = []
+    gate = WaitingGate()
+    guard = Guard(parse_checklist(CHECKLIST, file="refusals.yaml"), POLICY, gate=gate, verifier=PassingVerifier())
 
-    async def ticker() -> None:
-        for _ in range(8):
-            ticks.append(time.perf_counter())
-            await asyncio.sleep(0.02)
+    async def other_session() -> None:
+        await asyncio.sleep(0.01)
+        gate.other_ran.set()  # runs only if the event loop is free while the gate decides
 
     async def main() -> Decision:
-        decision, _ = await asyncio.gather(guard.acheck(refund(50), Trajectory(messages=[])), ticker())
+        decision, _ = await asyncio.gather(guard.acheck(refund(50), Trajectory(messages=[])), other_session())
         return decision
 
-    started = time.perf_counter()
     decision = asyncio.run(main())
-    assert decision.stage != "bad_call"
-    assert ticks[-1] - started < 0.35  # the other coroutine finished while the gate was still busy
+    assert decision.stage != "bad_call" and gate.calls
+    assert gate.saw_other is True
