@@ -33,7 +33,6 @@ reviewer approved it is allowed once, with a grant bound to it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -616,6 +615,8 @@ class Guard:
 
 async def off_loop(function: Callable[..., _T], *args: Any) -> _T:
     """``function(*args)`` in a worker thread under asyncio (inline elsewhere, e.g. under trio)."""
+    import asyncio  # only async callers pay for it: importing asyncio costs ~60 ms
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
