@@ -30,9 +30,9 @@ The last two block the call, naming the check (fail closed).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 DECISION_BUDGET = 1_000_000
 MAX_STEPS = 500_000_000
@@ -297,6 +297,23 @@ def largest_size(variables: Mapping[str, Any]) -> int:
     return largest
 
 
+_S = TypeVar("_S")
+_R = TypeVar("_R")
+
+
+def _in_scope(scopes: dict[str, _S], name: str, shape: _S, cost: Callable[[], _R]) -> _R:
+    """``cost()`` with ``name`` bound to ``shape`` (a macro's variable), the outer binding restored after."""
+    outer = scopes.get(name)
+    scopes[name] = shape
+    try:
+        return cost()
+    finally:
+        if outer is None:
+            del scopes[name]
+        else:
+            scopes[name] = outer
+
+
 def estimate(tree: Node, summary: Summary) -> int:
     """An upper bound on the engine's steps to evaluate ``tree`` over the summarised variables."""
     return _Estimate(summary).cost(tree)[0]
@@ -379,15 +396,7 @@ class _Estimate:
         return steps + n * n, out
 
     def scoped(self, body: Node, name: str, shape: Shape) -> tuple[int, Shape]:
-        outer = self.scopes.get(name)
-        self.scopes[name] = shape
-        try:
-            return self.cost(body)
-        finally:
-            if outer is None:
-                del self.scopes[name]
-            else:
-                self.scopes[name] = outer
+        return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
 
     def join(self, shapes: list[Shape]) -> Shape:
         """A shape any of ``shapes`` fits: itself when they are one; else as large as anything."""
@@ -533,15 +542,7 @@ class _Static:
         return _add(steps, _mul(n, n)), _StaticShape(n, element if node.name == "filter" else result)
 
     def scoped(self, body: Node, name: str, shape: _StaticShape) -> tuple[Poly, _StaticShape]:
-        outer = self.scopes.get(name)
-        self.scopes[name] = shape
-        try:
-            return self.cost(body)
-        finally:
-            if outer is None:
-                del self.scopes[name]
-            else:
-                self.scopes[name] = outer
+        return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
 
     def join(self, shapes: list[_StaticShape]) -> _StaticShape:
         distinct = {id(s): s for s in shapes if s is not _STATIC_SCALAR}
