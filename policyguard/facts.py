@@ -257,16 +257,11 @@ def _stated_principal(site: CallSite, stated: StatedPrincipal, said: dict[str, i
 def words_said(trajectory: object) -> dict[str, int]:
     """Each word of the user's messages (a run of letters, digits, ``_.@-``; a final ``.`` dropped) -> the
     index of the first user message that has it. One pass, so a long dialogue costs no more per read."""
-    messages = getattr(trajectory, "messages", None)
-    texts = (
-        [(index, m.content) for index, m in enumerate(messages) if m.role == "user" and m.content]
-        if messages is not None
-        else list(getattr(trajectory, "user_texts", ()))
-    )
     first: dict[str, int] = {}
-    for index, text in texts:
-        for word in _WORD.findall(text):
-            first.setdefault(word.rstrip("."), index)
+    for index, message in enumerate(getattr(trajectory, "messages", None) or ()):
+        if message.role == "user" and message.content:
+            for word in _WORD.findall(message.content):
+                first.setdefault(word.rstrip("."), index)
     return first
 
 

@@ -221,12 +221,8 @@ class ToolResultsView:
     def __init__(self, trajectory: HasToolResults) -> None:
         self._sites = list(trajectory.call_sites())
         self._results = [site.result for site in self._sites if site.result is not None]
-        messages = getattr(trajectory, "messages", None)
-        self.user_texts: list[tuple[int, str]] = (
-            [(i, m.content) for i, m in enumerate(messages) if m.role == "user" and m.content]
-            if messages is not None
-            else list(getattr(trajectory, "user_texts", ()))
-        )
+        # the dialogue itself, for what only its text says (a user id the user stated): a reference, not a copy
+        self.messages: list[Message] | None = getattr(trajectory, "messages", None)
 
     def tool_results(self) -> Iterator[ToolResult]:
         return iter(self._results)
