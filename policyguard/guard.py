@@ -718,10 +718,8 @@ def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
         for other in message.tool_calls:
             if other.id == call.id:
                 newest, answered = other, False
-    if newest is None:
-        return "was already answered by a tool result" if answered else None
-    if (newest.name, newest.arguments) != (call.name, call.arguments):
-        return None if answered else "is used by another call in the dialogue"
+    if newest is not None and (newest.name, newest.arguments) != (call.name, call.arguments):
+        return None if answered else "is used by another call in the dialogue"  # answered: the pending is new
     return "was already answered by a tool result" if answered else None
 
 
