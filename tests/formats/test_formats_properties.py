@@ -147,18 +147,35 @@ def _read(fmt: str, messages: Any) -> Trajectory | None:
         return None
 
 
+def _pairs_unambiguously(steps: list[tuple[str, Any]]) -> bool:
+    """The pairing rule written out: a result answers the newest unanswered call of its id; an id may be
+    used again only once its call was answered, and a call is answered at most once."""
+    open_ids: set[str] = set()
+    answered: set[str] = set()
+    for kind, body in steps:
+        if kind == "calls":
+            for call_id, _, _ in body:
+                if call_id in open_ids:
+                    return False
+                open_ids.add(call_id)
+                answered.discard(call_id)
+        elif kind == "result":
+            if body[0] in answered:
+                return False
+            open_ids.discard(body[0])
+            answered.add(body[0])
+    return True
+
+
 @SETTINGS
 @given(fmt=st.sampled_from(FORMATS), steps=conversations())
 def test_random_conversations_are_read_faithfully_or_refused(fmt: str, steps: list[tuple[str, Any]]) -> None:
     trajectory = _read(fmt, render(fmt, steps))
-    call_ids = [i for kind, body in steps if kind == "calls" for i, _, _ in body]
-    result_ids = [body[0] for kind, body in steps if kind == "result"]
     flags = [body[2] for kind, body in steps if kind == "result"]
     arguments = [a for kind, body in steps if kind == "calls" for _, _, a in body]
     if trajectory is None:
         return
-    assert len(set(call_ids)) == len(call_ids), "a reused call id was accepted"
-    assert len(set(result_ids)) == len(result_ids), "two results for one call id were accepted"
+    assert _pairs_unambiguously(steps), "an ambiguous call id (reused while unanswered, or answered twice) was accepted"
     assert all(flag in ("absent", None, True, False) for flag in flags), "an error flag was guessed"
     assert all(_arguments_within_limits(a) for a in arguments), "arguments outside the limits were accepted"
     results = [m for m in trajectory.messages if m.role == "tool"]
