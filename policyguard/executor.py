@@ -53,6 +53,7 @@ from .errors import ConfigError
 from .grants import GrantClaims, GrantError, GrantVerifier
 from .limits import checked_copy
 from .messages import ToolCall
+from .scoped import deny_key
 from .store import EffectClaim, EffectRequest, Ledger, LedgerUnavailable, SpendAndClaim
 from .trace import Trace
 
@@ -224,7 +225,7 @@ class GuardedExecutor:
             self._capable_of = (nonces, isinstance(nonces, SpendAndClaim))
         if self._capable_of[1] and (effect is None or nonces is self.ledger):
             spent = cast(SpendAndClaim, nonces).spend_and_claim(
-                claims.nonce, self.verifier.nonce_expiry(claims), call_id, effect
+                claims.nonce, self.verifier.nonce_expiry(claims), deny_key(claims.session_id, call_id), effect
             )
             if spent.outcome != "replayed":
                 self.verifier.purger.tick()  # a nonce was spent: now and then, forget the expired ones

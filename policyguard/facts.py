@@ -177,6 +177,8 @@ def calls_before(trajectory: HasToolResults, call: ToolCall) -> list[CallSite]:
     was answered is another call and stays in the history.
     """
     sites = trajectory.call_sites()
+    if getattr(trajectory, "excludes_pending", False):  # a session's record: the pending call is not in it
+        return sites
     for position in range(len(sites) - 1, -1, -1):
         site = sites[position]
         if site.call.id != call.id:
@@ -257,6 +259,9 @@ def _stated_principal(site: CallSite, stated: StatedPrincipal, said: dict[str, i
 def words_said(trajectory: object) -> dict[str, int]:
     """Each word of the user's messages (a run of letters, digits, ``_.@-``; a final ``.`` dropped) -> the
     index of the first user message that has it. One pass, so a long dialogue costs no more per read."""
+    said = getattr(trajectory, "said_words", None)
+    if said is not None:  # a session record keeps its own index (user messages numbered like its calls)
+        return said()  # type: ignore[no-any-return]
     first: dict[str, int] = {}
     for index, message in enumerate(getattr(trajectory, "messages", None) or ()):
         if message.role == "user" and message.content:
@@ -414,8 +419,10 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
     writes = set(source.refreshed_by) - reads
     value: Any = None
     found_at: tuple[int, int] | None = None
+    found_index = 0
     why: str | None = None
-    for site in reversed(sites):  # newest call first
+    for index in range(len(sites) - 1, -1, -1):  # newest call first
+        site = sites[index]
         tool = site.call.name
         if tool not in reads and tool not in writes:
             continue
@@ -425,7 +432,7 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
             continue  # the tool refused it: it changed nothing
         record, problem = _readable(source, keys, site)
         if problem is None:
-            value, found_at = record, site.order
+            value, found_at, found_index = record, site.order, index
             break
         if tool in writes:
             return Missing(
@@ -441,7 +448,7 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
             return Missing("call {read} first", never_read=True)
         return Missing(f"{why}: call {{read}} (a successful read of this record) first")
     invalid = set(source.invalidated_by)
-    for site in sites:
+    for site in sites[found_index + 1 :] if invalid else ():  # sites are in call order: only later ones
         if site.order <= found_at or site.call.name not in invalid:
             continue
         if source.failed_writes_change_nothing and _failed(site):

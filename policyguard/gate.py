@@ -167,14 +167,17 @@ class HardGate:
                 **base,
             )
         try:
-            view = ToolResultsView(trajectory)  # scanned several times below: list it once
-            for site in view.call_sites():
-                if (
-                    site.call.id == call.id
-                    and site.result is None
-                    and (site.call.name, site.call.arguments) != (call.name, call.arguments)
-                ):
-                    raise DuplicateCallId(call.id, "is used by an earlier, different call that is not answered")
+            if getattr(trajectory, "paired", False):  # a session's record: paired as it grew, pending id checked
+                view: Any = trajectory
+            else:
+                view = ToolResultsView(trajectory)  # scanned several times below: list it once
+                for site in view.call_sites():
+                    if (
+                        site.call.id == call.id
+                        and site.result is None
+                        and (site.call.name, site.call.arguments) != (call.name, call.arguments)
+                    ):
+                        raise DuplicateCallId(call.id, "is used by an earlier, different call that is not answered")
         except DuplicateCallId as exc:
             return Decision.block(
                 stage="gate",
@@ -198,10 +201,7 @@ class HardGate:
                 **base,
             )
 
-        successes: dict[str, list[ToolResult]] = {}  # non-error results by tool, in call order
-        for result in view.tool_results():
-            if not result.is_error:
-                successes.setdefault(result.call.name, []).append(result)
+        successes: dict[str, list[ToolResult]] = view.successes_by_tool()  # non-error results by tool
         results: list[RequirementResult] = []
         denials: list[str] = []
         errors: list[str] = []

@@ -29,6 +29,7 @@ from . import jws
 from .errors import PolicyGuardError
 from .messages import ToolCall
 from .purge import NoncePurger
+from .scoped import deny_key
 from .store import NonceStore
 
 ALGORITHM = jws.ALGORITHM
@@ -60,6 +61,7 @@ class GrantClaims(BaseModel):
     nonce: str
     iss: str
     approval_id: str | None = None
+    session_id: str | None = None
 
 
 def generate_keypair() -> tuple[bytes, bytes]:
@@ -108,6 +110,7 @@ class GrantIssuer:
         expires_at: float | None = None,
         approval_id: str | None = None,
         args_sha256: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds (never past ``expires_at``), usable once.
 
@@ -115,6 +118,9 @@ class GrantIssuer:
 
         ``args_sha256``: the call's argument hash when the caller already has it
         (it must be ``call.args_sha256``; hashing once per call is the point).
+
+        ``session_id`` binds the grant to the conversation its call belongs to:
+        the executor reads the deny record under the session and the call id.
         """
         now = int(self._clock())
         exp = now + int(self.ttl_s)
@@ -133,10 +139,13 @@ class GrantIssuer:
             nonce=secrets.token_hex(16),
             iss=self.issuer,
             approval_id=approval_id,
+            session_id=session_id,
         )
         payload = claims.model_dump()
         if approval_id is None:
             del payload["approval_id"]  # a plain gate grant keeps its original claim set
+        if session_id is None:
+            del payload["session_id"]
         return jws.encode(payload, self._sign, kid=self.kid)
 
 
@@ -215,7 +224,7 @@ class GrantVerifier:
         if not self.nonces.consume(claims.nonce, self.nonce_expiry(claims)):
             raise self.refusal("replayed", claims, call_id)
         self.purger.tick()
-        if self.nonces.is_denied(call_id):
+        if self.nonces.is_denied(deny_key(claims.session_id, call_id)):
             raise self.refusal("denied", claims, call_id)
 
     @staticmethod

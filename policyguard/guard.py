@@ -33,7 +33,9 @@ reviewer approved it is allowed once, with a grant bound to it.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,16 +49,19 @@ from .effects import approval_problem, effect_problem
 from .errors import ChecklistError, ConfigError
 from .inputs import as_call, as_trajectory
 from .limits import call_problem
-from .messages import Message, ToolCall, Trajectory
+from .messages import DuplicateCallId, Message, ToolCall, Trajectory
+from .scoped import deny_key
 from .stages import CheckContext, Gate, Verifier
 from .toolnames import unknown_tool_message
 from .trace import Trace
 
 _T = TypeVar("_T")
+_SESSION_OBJECTS = 4096
 
 if TYPE_CHECKING:  # pragma: no cover
     from .approvalqueue import ApprovalQueue, ApprovalRequest
     from .grants import GrantIssuer
+    from .session import Session, SessionStore
     from .store import NonceStore
 
 NO_VERIFIER_MESSAGE = (
@@ -91,6 +96,8 @@ class Guard:
         denials: NonceStore | None = None,
         approvals: ApprovalQueue | None = None,
         approval_ttl_s: float = 24 * 3600.0,
+        sessions: SessionStore | None = None,
+        session_wait_s: float = 30.0,
     ) -> None:
         checklist.check_policy(policy_text)
         if unknown_tools not in ("block", "check"):
@@ -113,6 +120,12 @@ class Guard:
         if not approval_ttl_s > 0:
             raise ConfigError(f"approval_ttl_s must be positive, got {approval_ttl_s!r}")
         self.approval_ttl_s = float(approval_ttl_s)
+        if not session_wait_s >= 0:
+            raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
+        self.session_wait_s = float(session_wait_s)
+        self._sessions_store = sessions
+        self._session_objects: OrderedDict[str, Session] = OrderedDict()
+        self._session_lock = threading.Lock()
 
     @classmethod
     def from_files(
@@ -185,7 +198,49 @@ class Guard:
             principal=self.principal,
         )
 
-    def check(self, call: ToolCall | Mapping[str, Any], trajectory: Trajectory | Sequence[Any]) -> Decision:
+    @property
+    def sessions(self) -> SessionStore:
+        """Where this guard keeps session records (an in-memory store unless ``sessions=`` was given)."""
+        if self._sessions_store is None:
+            from .session import MemorySessionStore
+
+            self._sessions_store = MemorySessionStore()
+        return self._sessions_store
+
+    def session(self, session_id: str | None = None) -> Session:
+        """The record of conversation ``session_id`` (a new random id when None), kept in :attr:`sessions`.
+
+        The same id gives the same object while this guard keeps it in memory
+        (the newest 4,096); after that, or in another process sharing the
+        store, the object is rebuilt from the store's record.
+        """
+        from .session import Session
+
+        if session_id is None:
+            import uuid
+
+            session_id = uuid.uuid4().hex
+        with self._session_lock:
+            found = self._session_objects.get(session_id)
+            if found is None:
+                found = Session(session_id, self.sessions, is_mutating=self._mutating)
+                self._session_objects[session_id] = found
+                while len(self._session_objects) > _SESSION_OBJECTS:
+                    self._session_objects.popitem(last=False)
+            else:
+                self._session_objects.move_to_end(session_id)
+            return found
+
+    def _mutating(self, name: str) -> bool:
+        return self.checklist.is_mutating(name) or not _plain_name(name) or self.checklist.tool_spec(name) is None
+
+    def check(
+        self,
+        call: ToolCall | Mapping[str, Any],
+        trajectory: Trajectory | Sequence[Any],
+        *,
+        session: Session | str | None = None,
+    ) -> Decision:
         """Decide one pending call. Thread-safe.
 
         ``trajectory`` is a :class:`Trajectory` or a plain list of OpenAI Chat
@@ -195,33 +250,73 @@ class Guard:
         ``TypeError`` naming what to pass, and a list that cannot be read raises
         :class:`~policyguard.errors.FormatError`: a wrong argument is never a
         silent BLOCK.
+
+        ``session`` (a :class:`~policyguard.session.Session` or its id) makes
+        the guard judge the call on its own record of the conversation merged
+        with ``trajectory`` (see :mod:`policyguard.session`), and record the
+        decision there. Without it the check is a one-shot session: the
+        trajectory is all the guard knows.
         """
         call, trajectory = as_call(call), as_trajectory(trajectory)
         started = time.perf_counter()
+        record = self._as_session(session)
         ids = _ids(call)
-        context, first = self._begin(call, trajectory, ids)
+        if record is not None:
+            early, facts = self._from_record(call, trajectory, record, ids)
+            if early is not None:
+                return self._finish(call, trajectory, early, started, ids, record)
+        else:
+            facts = trajectory
+        context, first = self._begin(call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
-            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids)
+            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
         try:
             second = self.verifier.verify(call, trajectory, context)
         except Exception as exc:  # a verifier must never raise; if it does, block
             second = _verifier_crash(exc, ids)
-        return self._finish(call, trajectory, _combine(first, second), started, ids)
+        return self._finish(call, trajectory, _combine(first, second), started, ids, record)
 
-    async def acheck(self, call: ToolCall | Mapping[str, Any], trajectory: Trajectory | Sequence[Any]) -> Decision:
+    def record_result(self, session: Session | str, call_id: str, content: str, *, is_error: bool = False) -> bool:
+        """Tell session ``session`` the fate of call ``call_id``: it ran, with this result (``is_error``: the
+        tool failed or refused). False when the session has no unanswered call of that id."""
+        record = self._as_session(session)
+        assert record is not None
+        return record.record_result(call_id, content, is_error=is_error)
+
+    def record_unknown(self, session: Session | str, call_id: str, why: str) -> bool:
+        """Tell session ``session`` that call ``call_id`` may or may not have run (cancelled, timed out...):
+        it counts as done for rules that limit repetition, and is no fact until its record is read again."""
+        record = self._as_session(session)
+        assert record is not None
+        return record.record_unknown(call_id, why)
+
+    async def acheck(
+        self,
+        call: ToolCall | Mapping[str, Any],
+        trajectory: Trajectory | Sequence[Any],
+        *,
+        session: Session | str | None = None,
+    ) -> Decision:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
         call, trajectory = as_call(call), as_trajectory(trajectory)
         started = time.perf_counter()
+        record = self._as_session(session)
         ids = _ids(call)
-        context, first = await off_loop(self._begin, call, trajectory, ids)
+        if record is not None:
+            early, facts = await off_loop(self._from_record, call, trajectory, record, ids)
+            if early is not None:
+                return self._finish(call, trajectory, early, started, ids, record)
+        else:
+            facts = trajectory
+        context, first = await off_loop(self._begin, call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
-            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids)
+            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
         try:
             second = await self.verifier.averify(call, trajectory, context)
         except Exception as exc:
             second = _verifier_crash(exc, ids)
-        return self._finish(call, trajectory, _combine(first, second), started, ids)
+        return self._finish(call, trajectory, _combine(first, second), started, ids, record)
 
     def refuse(
         self,
@@ -286,14 +381,74 @@ class Guard:
             return self.checklist.clock
         return datetime.now(timezone.utc)
 
-    def _begin(self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any]) -> tuple[CheckContext, Decision]:
+    def _as_session(self, session: Session | str | None) -> Session | None:
+        if session is None:
+            return None
+        if isinstance(session, str):
+            return self.session(session)
+        from .session import Session
+
+        if not isinstance(session, Session):
+            raise TypeError(f"session must be a Session or a session id string, got {type(session).__name__}")
+        return session
+
+    def _from_record(
+        self, call: ToolCall, trajectory: Trajectory, record: Session, ids: dict[str, Any]
+    ) -> tuple[Decision | None, Any]:
+        """Merge ``trajectory`` into the session's record: ``(None, the record's view)`` to go on, or
+        ``(decision, None)`` when the record alone decides (a read passes whatever the record's state)."""
+        from .session import SessionError
+
+        mutating = self._mutating(call.name)
+        try:
+            record.sync()
+            record.observe(trajectory, pending=call)
+        except SessionError as exc:
+            if not mutating:
+                return Decision.allow("read_only", **ids), None
+            return Decision.block("guard", _session_message(exc), error=f"session: {exc}", **ids), None
+        except DuplicateCallId as exc:
+            if not mutating:
+                return Decision.allow("read_only", **ids), None
+            return Decision.block(
+                "bad_call",
+                f"The dialogue is ambiguous ({exc}), so no fact in it can be trusted and this call was not "
+                "performed. Tool call ids must be unique.",
+                error=str(exc),
+                **ids,
+            ), None
+        except Exception as exc:  # a session store that cannot be read vouches for nothing
+            if not mutating:
+                return Decision.allow("read_only", **ids), None
+            return Decision.block(
+                "guard", NO_VERIFIER_MESSAGE, error=f"session store: {type(exc).__name__}: {exc}", **ids
+            ), None
+        if not mutating:
+            return None, record.view()
+        problem = record.id_problem(call)
+        if problem is not None:
+            return Decision.block(
+                "bad_call",
+                f"The call id {call.id!r} {problem}, so this call was not performed. Check the current state with "
+                "a read, then make the call again with a new id if it is still needed.",
+                error=f"call id {problem}",
+                **ids,
+            ), None
+        record.wait_for_writes(self.session_wait_s)  # an earlier write still running counts as unknown after it
+        return None, record.view()
+
+    def _begin(
+        self, call: ToolCall, trajectory: Any, ids: dict[str, Any], record: Session | None = None
+    ) -> tuple[CheckContext, Decision]:
         """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
-        self.trace.emit("submit", **ids)
+        self.trace.emit("submit", **_traced(ids, record))
         context = self.context()
         context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the gate reuses it
-        return context, self._first_stage(call, trajectory, context, ids)
+        return context, self._first_stage(call, trajectory, context, ids, record)
 
-    def _refusal(self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any]) -> Decision | None:
+    def _refusal(
+        self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any], record: Session | None = None
+    ) -> Decision | None:
         """A block for a mutating call that no stage may judge as it stands, else None."""
         checklist = self.checklist
         if not _plain_name(call.name) or checklist.tool_spec(call.name) is None:
@@ -322,7 +477,7 @@ class Guard:
                 error=str(duplicate),
                 **ids,
             )
-        reuse = _id_reuse(call, trajectory)
+        reuse = _id_reuse(call, trajectory) if record is None else None  # a session checked it on its record
         if reuse is not None:
             return Decision.block(
                 "bad_call",
@@ -351,11 +506,16 @@ class Guard:
         return Decision.block("gate", problem, requirements=[*decision.requirements, result], **ids)
 
     def _first_stage(
-        self, call: ToolCall, trajectory: Trajectory, context: CheckContext, ids: dict[str, Any]
+        self,
+        call: ToolCall,
+        trajectory: Trajectory,
+        context: CheckContext,
+        ids: dict[str, Any],
+        record: Session | None = None,
     ) -> Decision:
         if not self.checklist.is_mutating(call.name) and _plain_name(call.name):
             return Decision.allow("read_only", **ids)
-        refused = self._refusal(call, trajectory, ids)
+        refused = self._refusal(call, trajectory, ids, record)
         if refused is not None:
             return refused
         if self.gate is None:
@@ -417,19 +577,27 @@ class Guard:
         )
 
     def _finish(
-        self, call: ToolCall, trajectory: Trajectory, decision: Decision, started: float, ids: dict[str, Any]
+        self,
+        call: ToolCall,
+        trajectory: Trajectory,
+        decision: Decision,
+        started: float,
+        ids: dict[str, Any],
+        record: Session | None = None,
     ) -> Decision:
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         if self._may_escalate(decision, allow_unverified=self.allow_unverified):
-            decision = self._ask_person(call, trajectory, decision, ids)
+            decision = self._ask_person(call, trajectory, decision, ids, record)
         if decision.outcome == "allow" and self.denials is not None and decision.approval_id is None:
-            decision = _deny_wins(self.denials, call, decision)
+            decision = _deny_wins(self.denials, call, decision, record)
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
         decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
+        if record is not None:
+            decision = self._into_record(call, decision, record, ids)
         if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
             sha = ids["args_sha256"]
             token = self.grants.issue(
@@ -438,13 +606,52 @@ class Guard:
                 resource=None,
                 policy_version=self.checklist.policy.version,
                 args_sha256=None if sha == UNHASHABLE_ARGS else sha,  # hashed once per decision, in _ids
+                session_id=record.id if record is not None else None,
             )
             decision = decision.model_copy(update={"grant": token})
         self._count(decision, advisory)
-        self._record(decision, advisory, time.perf_counter() - started, ids)
+        self._record(decision, advisory, time.perf_counter() - started, ids, record)
         return decision
 
-    def _ask_person(self, call: ToolCall, trajectory: Trajectory, decision: Decision, ids: dict[str, Any]) -> Decision:
+    def _into_record(self, call: ToolCall, decision: Decision, record: Session, ids: dict[str, Any]) -> Decision:
+        """Write the decision to the session's record; an allow the record cannot hold becomes a block.
+
+        A block says which earlier writes of the session have no known outcome,
+        so the agent checks the state with a read before it retries.
+        """
+        from .session import SessionError
+
+        if record.evicted is not None and decision.stage == "read_only":
+            return decision  # a read passes; the evicted record takes nothing
+        allowed = decision.outcome == "allow"
+        try:
+            record.judge(call, "allow" if allowed else "block")
+        except (SessionError, Exception) as exc:
+            if not allowed or decision.stage == "read_only":
+                return decision
+            message = _session_message(exc) if isinstance(exc, SessionError) else NO_VERIFIER_MESSAGE
+            return Decision.block("guard", message, error=f"session: {type(exc).__name__}: {exc}", **ids)
+        if allowed or decision.awaiting_approval:
+            return decision
+        unsettled = record.unsettled()
+        if not unsettled:
+            return decision
+        tools = ", ".join(sorted({tool for tool, _ in unsettled}))
+        why = unsettled[-1][1]
+        note = (
+            f" The outcome of an earlier {tools} call in this conversation is not known ({why}): check the current "
+            "state with a read before retrying anything it may already have done."
+        )
+        return decision.model_copy(update={"message": (decision.message or NO_VERIFIER_MESSAGE) + note})
+
+    def _ask_person(
+        self,
+        call: ToolCall,
+        trajectory: Trajectory,
+        decision: Decision,
+        ids: dict[str, Any],
+        record: Session | None = None,
+    ) -> Decision:
         """Spend an approval a reviewer gave for exactly this call, or wait for one (see approvalflow)."""
         from .approvalflow import (
             NO_PRINCIPAL_MESSAGE,
@@ -480,7 +687,7 @@ class Guard:
                 )
             for request in found:
                 if request.status == "approved":
-                    spent = self._spend(call, request, carried)
+                    spent = self._spend(call, request, carried, record)
                     if spent is not None:
                         return spent
             waiting = [r for r in found if r.status == "pending"]
@@ -499,7 +706,7 @@ class Guard:
             )
         self.trace.emit(
             "escalate",
-            **ids,
+            **_traced(ids, record),
             approval_id=request.id,
             policy_version=request.policy_version,
             principal=request.principal,
@@ -508,7 +715,9 @@ class Guard:
         )
         return Decision.await_approval(request.id, waiting_message(request.id), **carried)
 
-    def _spend(self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any]) -> Decision | None:
+    def _spend(
+        self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any], record: Session | None = None
+    ) -> Decision | None:
         """Allow ``call`` on ``request``'s approval, once; None when another check spent it first."""
         from .approvalflow import event_fields
         from .approvalqueue import ApprovalError
@@ -516,7 +725,7 @@ class Guard:
 
         allow = Decision.allow("approver", approval_id=request.id, **carried)
         if self.denials is not None:
-            checked = _deny_wins(self.denials, call, allow)
+            checked = _deny_wins(self.denials, call, allow, record)
             if checked.outcome != "allow":
                 return checked.model_copy(update={"requirements": carried["requirements"]})
         token = None
@@ -574,7 +783,10 @@ class Guard:
             deltas["errors"] = 1
         self._counters.add(**deltas)
 
-    def _record(self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any]) -> None:
+    def _record(
+        self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any], record: Session | None = None
+    ) -> None:
+        traced = _traced(ids, record)
         usage = decision.usage or Usage()
         verdict_event = "allow" if decision.outcome == "allow" else "deny"
         extra: dict[str, Any] = {}
@@ -584,12 +796,12 @@ class Guard:
             extra["policy_version"] = self.checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
         elif self.denials is not None and not decision.awaiting_approval:
-            extra.update(_remember_deny(self.denials, ids["call_id"]))
+            extra.update(_remember_deny(self.denials, deny_key(record.id if record else None, ids["call_id"])))
         if not decision.awaiting_approval:  # a waiting call is neither allowed nor denied: its event is `escalate`
-            self.trace.emit(verdict_event, **ids, **extra)
+            self.trace.emit(verdict_event, **traced, **extra)
         self.trace.emit(
             "decision",
-            **ids,
+            **traced,
             policy_version=self.checklist.policy.version,
             checklist_version=self.checklist.version,
             outcome=decision.outcome,
@@ -646,10 +858,13 @@ def _ttl(grants: GrantIssuer | None, default: float) -> float:
     return float(ttl) if ttl is not None else default
 
 
-def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision) -> Decision:
-    """A call id denied once stays denied: a re-check never turns it into an allow (INV-1, deny wins)."""
+def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision, record: Session | None = None) -> Decision:
+    """A call id denied once stays denied: a re-check never turns it into an allow (INV-1, deny wins).
+
+    In a session the deny is keyed by the session and the call id (:func:`deny_key`): another
+    conversation's ``call_5`` is another call."""
     try:
-        denied = denials.is_denied(call.id)
+        denied = denials.is_denied(deny_key(record.id if record is not None else None, call.id))
     except Exception as exc:  # an unreadable deny store cannot vouch for the allow
         return Decision.block("guard", NO_VERIFIER_MESSAGE, error=f"deny store unavailable: {exc}")
     if not denied:
@@ -659,6 +874,29 @@ def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision) -> Decis
         "This call was refused earlier and a refusal is final, so it was not performed. Do not retry it unchanged.",
         error=f"call {call.id} was denied earlier (deny wins)",
     )
+
+
+def _traced(ids: dict[str, Any], record: Session | None) -> dict[str, Any]:
+    """A trace event's call fields, with the session id when the call belongs to a session."""
+    return ids if record is None else {**ids, "session_id": record.id}
+
+
+def _session_message(exc: Exception) -> str:
+    """The remediation for a write the session's record cannot take."""
+    from .session import SessionEvicted, SessionFull
+
+    if isinstance(exc, SessionEvicted):
+        return (
+            "The guard no longer keeps the record of this conversation (it passed the session retention or size "
+            "limit), so no write can be checked against its history and this one was not performed. Start a new "
+            "conversation, or transfer the user to a human agent."
+        )
+    if isinstance(exc, SessionFull):
+        return (
+            "This conversation is too long for the guard's record, so no further write can be checked against its "
+            "history and this one was not performed. Start a new conversation, or transfer the user to a human agent."
+        )
+    return NO_VERIFIER_MESSAGE
 
 
 def _remember_deny(denials: NonceStore, call_id: str) -> dict[str, Any]:

@@ -223,9 +223,20 @@ class ToolResultsView:
         self._results = [site.result for site in self._sites if site.result is not None]
         # the dialogue itself, for what only its text says (a user id the user stated): a reference, not a copy
         self.messages: list[Message] | None = getattr(trajectory, "messages", None)
+        said = getattr(trajectory, "said_words", None)
+        if said is not None:  # a session record: its user words are numbered like its calls
+            self.said_words = said
 
     def tool_results(self) -> Iterator[ToolResult]:
         return iter(self._results)
 
     def call_sites(self) -> list[CallSite]:
         return self._sites
+
+    def successes_by_tool(self) -> dict[str, list[ToolResult]]:
+        """Successful results by tool, in call order (what a prerequisite read needs)."""
+        successes: dict[str, list[ToolResult]] = {}
+        for result in self._results:
+            if not result.is_error:
+                successes.setdefault(result.call.name, []).append(result)
+        return successes

@@ -456,4 +456,3 @@ def drop_schema(url: str, schema: str) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-

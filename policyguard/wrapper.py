@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .decision import Decision
 from .guard import Guard, remediation_message
-from .messages import Message, ToolCall, Trajectory
+from .messages import ToolCall, Trajectory
 
 _REMEMBERED_OUTCOMES = 1024
 
@@ -84,6 +84,8 @@ class GuardedTools:
         self._outcomes: OrderedDict[tuple[int, str, str, str], ToolOutcome] = OrderedDict()
         self._history: ChatHistory | None = None  # the incremental Chat converter, made on first use
         self._lock = threading.Lock()
+        self.session = guard.session()
+        """This loop's record in the guard (one session per GuardedTools): every call and its fate."""
 
     def run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
         """Check one call against the dialogue so far and run it if allowed.
@@ -114,10 +116,22 @@ class GuardedTools:
         return outcome
 
     def _decide_and_run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
-        decision = self.guard.check(call, trajectory)
+        decision = self.guard.check(call, trajectory, session=self.session)
         if decision.outcome != "allow":
             remediation = remediation_message(call, decision).content or ""
             return _outcome(call, decision, remediation, is_error=True, executed=False)
+        try:
+            outcome = self._execute(call, decision)
+        except BaseException as exc:  # cancelled or crashed mid-call: it may or may not have run
+            self.session.record_unknown(call.id, f"the tool call was interrupted: {type(exc).__name__}")
+            raise
+        if outcome.executed or not outcome.is_error:
+            self.session.record_result(call.id, outcome.content, is_error=outcome.is_error)
+        else:  # refused before it ran: it changed nothing
+            self.session.record_result(call.id, outcome.content, is_error=True)
+        return outcome
+
+    def _execute(self, call: ToolCall, decision: Decision) -> ToolOutcome:
         if self.executor is not None:
             return self._through_executor(call, decision)
         function = self.tools.get(call.name)
@@ -171,7 +185,7 @@ class GuardedTools:
             call, unreadable = tool_call_from_openai(tool_call, unreadable={}), exc
         with self._lock:
             if self._history is None:
-                self._history = ChatHistory()
+                self._history = ChatHistory(tail_only=True)  # the session record keeps what it saw
             trajectory = self._history.convert(messages)
             position = _check_pending(call, trajectory, self._history)
         if unreadable is not None:
@@ -195,12 +209,12 @@ class GuardedTools:
     def _state_after_earlier_calls(
         self, call: ToolCall, trajectory: Trajectory, position: int | None
     ) -> tuple[Trajectory, str | None]:
-        """The trajectory as it stands after the calls before ``call`` in its assistant message.
+        """``(trajectory, None)`` when every call before ``call`` in its assistant message has run (or was
+        refused), else ``(trajectory, refusal)``. ``position`` is the index of the message carrying ``call``
+        (None: not in the history).
 
-        Returns ``(trajectory, None)``, with the results GuardedTools produced
-        for earlier calls appended when the loop has not appended them yet, or
-        ``(trajectory, refusal)`` when an earlier call has not run. ``position``
-        is the index of the message carrying ``call`` (None: not in the history).
+        The trajectory is returned as the loop gave it: the results GuardedTools
+        produced for the earlier calls are already in the guard's session record.
         """
         messages = trajectory.messages
         if position is None:
@@ -210,7 +224,6 @@ class GuardedTools:
         if not earlier:
             return trajectory, None
         answered = {m.tool_call_id for m in messages[position + 1 :] if m.role == "tool"}
-        missing: list[Message] = []
         for sibling in earlier:
             if sibling.id in answered:
                 continue
@@ -221,12 +234,7 @@ class GuardedTools:
                     f"Call {sibling.id!r} ({sibling.name}) comes before this call in the same message and "
                     "has not run; the calls of one message run in order, each after the one before it."
                 )
-            missing.append(
-                Message(role="tool", tool_call_id=sibling.id, content=outcome.content, is_error=outcome.is_error)
-            )
-        if not missing:
-            return trajectory, None
-        return Trajectory.model_construct(messages=[*messages, *missing]), None
+        return trajectory, None
 
 
 def _position(call: ToolCall, trajectory: Trajectory) -> int | None:

@@ -62,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, help="the store URL, e.g. sqlite:///path.db or postgresql://user@host/db")
+    parser.add_argument(
+        "--store", required=True, help="the store URL, e.g. sqlite:///path.db or postgresql://user@host/db"
+    )
 
 
 def _open(url: str) -> SQLApprovalQueue:

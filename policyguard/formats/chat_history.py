@@ -30,9 +30,17 @@ from .openai_chat import check_message, read_message
 
 
 class ChatHistory:
-    """The converted prefix of one Chat message list; not thread-safe (callers lock)."""
+    """The converted prefix of one Chat message list; not thread-safe (callers lock).
 
-    def __init__(self) -> None:
+    ``tail_only=True`` compares only the last converted message (and the
+    length) to decide that the prefix is unchanged, so a long dialogue costs
+    no more per call than a short one. An earlier message changed in place is
+    then not read again: use it only where the guard's session record, which
+    keeps what it saw first, is what the checks read (``GuardedTools``).
+    """
+
+    def __init__(self, *, tail_only: bool = False) -> None:
+        self.tail_only = tail_only
         self._snapshots: list[Any] = []
         self._strict: dict[int, str] = {}  # index -> JSON text, for messages compared by type too
         self._messages: list[Message] = []
@@ -60,6 +68,8 @@ class ChatHistory:
 
     def _unchanged_prefix(self, messages: Sequence[Any]) -> int:
         known = min(len(messages), len(self._snapshots))
+        if self.tail_only and known == len(self._snapshots) and known and self._same_tail(messages, known - 1):
+            return known
         first = known
         if list(messages[:known]) != self._snapshots[:known]:  # one C-level pass for plain dicts
             for index in range(known):
@@ -74,6 +84,13 @@ class ChatHistory:
             if _typed_json(item if isinstance(item, dict) else plain(item)) != self._strict[index]:
                 return index
         return first
+
+    def _same_tail(self, messages: Sequence[Any], index: int) -> bool:
+        item = messages[index]
+        if (item if isinstance(item, dict) else plain(item)) != self._snapshots[index]:
+            return False
+        strict = self._strict.get(index)
+        return strict is None or _typed_json(item if isinstance(item, dict) else plain(item)) == strict
 
     def _truncate(self, keep: int) -> None:
         del self._snapshots[keep:], self._messages[keep:]

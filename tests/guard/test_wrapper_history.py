@@ -287,29 +287,33 @@ def test_an_unreadable_call_with_a_successful_result_in_the_history_is_refused(t
 # -- incremental conversion -----------------------------------------------------
 
 
-def test_an_earlier_result_changed_in_place_is_judged_as_changed(tools, airline):
-    """The converted prefix is reused only while it equals the caller's messages."""
+def test_an_earlier_result_changed_in_place_does_not_change_what_the_guard_knows(tools, airline):
+    """The session record keeps the results the tools returned; the host can add to it, never rewrite it."""
     messages = read_no6jo3(tools)
     up = call("b1", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=3)
     run_turn(tools, messages, up, append_each=True)
-    messages[2]["content"] = json.dumps({**airline.db["NO6JO3"], "total_baggages": 9})  # the read, edited in place
-    messages[4]["content"] = "Error: the update failed"  # and the bag update failed after all
-    again = call("b2", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=4)
-    [reply] = run_turn(tools, messages, again, append_each=True)
-    assert reply["content"].startswith("Error:")  # 4 < 9 now
+    messages[2]["content"] = json.dumps({**airline.db["NO6JO3"], "total_baggages": 1})  # the read, edited in place
+    messages[4]["content"] = "Error: the update failed"  # and the bag update "failed" after all
+    down = call("b2", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=2)
+    [reply] = run_turn(tools, messages, down, append_each=True)
+    assert reply["content"].startswith("Error:")  # 2 < 3, what the update really returned
     assert airline.writes == [("bags", 3)]
+    again = call("b3", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=4)
+    [reply] = run_turn(tools, messages, again, append_each=True)
+    assert not reply["content"].startswith("Error:")  # 4 >= 3
+    assert airline.writes == [("bags", 3), ("bags", 4)]
 
 
-def test_an_earlier_flag_retyped_in_place_is_read_again_and_refused(tools):
-    """``False == 0`` in Python; the cache must not keep a conversion the new input would not give."""
+def test_an_earlier_flag_retyped_in_place_is_not_read_again(tools, airline):
+    """``False == 0`` in Python: a retyped flag in an old message changes nothing the record holds."""
     messages = read_no6jo3(tools)
     messages[2]["is_error"] = False
     run_turn(tools, messages, call("r2", "get_reservation_details", reservation_id="T1QOBS"), append_each=True)
     messages[2]["is_error"] = 0
-    later = call("r3", "get_reservation_details", reservation_id="T1QOBS")
-    messages.append(turn(later))
-    with pytest.raises(FormatError, match="message 2: 'is_error' must be true or false"):
-        tools.openai_chat(later, messages)
+    later = call("b1", "update_reservation_baggages", reservation_id="NO6JO3", total_baggages=2)
+    [reply] = run_turn(tools, messages, later, append_each=True)
+    assert not reply["content"].startswith("Error:")  # judged on the read as the tool returned it
+    assert airline.writes == [("bags", 2)]
 
 
 def test_a_shortened_or_rewritten_history_is_converted_again(tools, airline):

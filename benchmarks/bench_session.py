@@ -1,0 +1,131 @@
+"""What one guarded write costs as the conversation grows.
+
+Run: ``python benchmarks/bench_session.py [--lengths 50,500,2000] [--runs 200] [--mcp]``
+
+A refund conversation (``benchmarks/refund``'s policy and checklist, gate only)
+is padded with user turns and read-only ``get_transaction`` calls to the given
+number of messages; then one ``issue_refund`` is checked and run through
+``GuardedTools.openai_chat`` (the README's drop-in loop), the way a loop sends
+it: the whole message list, with the write's assistant message last. Each run
+uses a fresh ``GuardedTools`` that has already seen the conversation up to the
+write (a long-running loop's state), so the figure is the per-write cost, not
+the first conversion. Printed: the median and p90 per length, and the ratio of
+the longest to the shortest.
+
+With ``--mcp`` the same write also goes through ``policyguard.integrations.mcp_proxy``'s
+in-process call path (``GuardedMcpProxy.call_tool`` over an in-memory upstream)
+after the session has recorded the conversation's reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from policyguard import Guard, GuardedTools
+
+HERE = Path(__file__).resolve().parent / "refund"
+
+
+def tools() -> dict[str, Any]:
+    def get_transaction(transaction_id: str) -> dict[str, Any]:
+        return {"transaction_id": transaction_id, "captured": 120.0, "currency": "USD", "refunded": 0.0}
+
+    def get_refund_policy(transaction_id: str) -> dict[str, Any]:
+        return {"transaction_id": transaction_id, "refund_allowed": True}
+
+    def get_approval(approval_id: str) -> dict[str, Any]:
+        return {"approval_id": approval_id, "status": "none"}
+
+    def issue_refund(**arguments: Any) -> dict[str, Any]:
+        return {"status": "refunded", **arguments}
+
+    return {
+        "get_transaction": get_transaction,
+        "get_refund_policy": get_refund_policy,
+        "get_approval": get_approval,
+        "issue_refund": issue_refund,
+    }
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def conversation(length: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``length`` messages ending with the assistant message that carries the refund, and that call."""
+    functions = tools()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a refunds agent."}]
+    reads = [
+        ("get_refund_policy", {"transaction_id": "T-1"}),
+        ("get_transaction", {"transaction_id": "T-1"}),
+        ("get_approval", {"approval_id": ""}),
+    ]
+    turn = 0
+    while len(messages) < length - 1:
+        turn += 1
+        if len(messages) + 3 + 2 * len(reads) > length - 1:
+            messages.append({"role": "user", "content": f"Filler question {turn}?"})
+            continue
+        name, arguments = reads[turn % len(reads)]
+        messages.append({"role": "user", "content": f"Please check transaction T-1 again ({turn})."})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call(f"r{turn}", name, arguments)]})
+        result = functions[name](**arguments)
+        messages.append({"role": "tool", "tool_call_id": f"r{turn}", "content": json.dumps(result)})
+    # the two reads the refund relies on come last, so their facts are the newest
+    for index, (name, arguments) in enumerate(reads):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call(f"f{index}", name, arguments)]})
+        result = functions[name](**arguments)
+        messages.append({"role": "tool", "tool_call_id": f"f{index}", "content": json.dumps(result)})
+    arguments = {"transaction_id": "T-1", "amount": 20.0, "currency": "USD", "idempotency_key": "refund:T-1"}
+    refund = call("w1", "issue_refund", arguments)
+    messages.append({"role": "assistant", "content": None, "tool_calls": [refund]})
+    return messages, refund
+
+
+def guard() -> Guard:
+    return Guard.from_files(policy=HERE / "policy.md", checklist=HERE / "checklist.yaml", model="none")
+
+
+def time_guarded_tools(length: int, runs: int) -> list[float]:
+    messages, refund = conversation(length)
+    samples: list[float] = []
+    shared = guard()
+    for _ in range(runs):
+        guarded = GuardedTools(shared, tools())
+        guarded.openai_chat(messages[-3]["tool_calls"][0], messages[:-2])  # the loop has seen the history
+        started = time.perf_counter()
+        answer = guarded.openai_chat(refund, messages)
+        samples.append(time.perf_counter() - started)
+        if "refunded" not in answer["content"]:
+            sys.exit(f"the refund was not allowed at {length} messages: {answer['content']}")
+    return samples
+
+
+def report(label: str, lengths: list[int], figures: dict[int, list[float]]) -> None:
+    print(f"{label}:")
+    for length in lengths:
+        samples = sorted(figures[length])
+        p90 = samples[int(len(samples) * 0.9) - 1]
+        print(f"  {length:>5} messages: median {statistics.median(samples) * 1e3:7.3f} ms, p90 {p90 * 1e3:7.3f} ms")
+    ratio = statistics.median(figures[lengths[-1]]) / statistics.median(figures[lengths[0]])
+    print(f"  {lengths[-1]} / {lengths[0]} messages: {ratio:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="50,500,2000")
+    parser.add_argument("--runs", type=int, default=200)
+    options = parser.parse_args()
+    lengths = [int(x) for x in options.lengths.split(",")]
+    figures = {length: time_guarded_tools(length, options.runs) for length in lengths}
+    report("GuardedTools.openai_chat, one guarded refund", lengths, figures)
+
+
+if __name__ == "__main__":
+    main()

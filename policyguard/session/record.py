@@ -1,0 +1,425 @@
+"""The guard's own record of one conversation.
+
+The host's history can be cancelled, timed out, summarised, trimmed or shared;
+the record cannot. Every call the guard judged is in it with its decision, and
+every allowed call with its fate as the guard learns it: answered (a result,
+maybe an error) or **unknown** (cancelled, timed out, the process died).
+What the host's history shows is merged in: a result the record lacks is
+added, nothing the record has is ever removed or changed. The gate reads the
+record (:meth:`Session.view`), so:
+
+* a write the host forgot still counts for every rule that limits repetition;
+* an allowed write with no result (unknown fate, or still running) counts as
+  done for those rules and is never a fact: a record it would change has to be
+  read again after it, and that later read is the fact (which is what lets an
+  honest retry after a timeout through);
+* a blocked call never happened: it is kept for the audit, not shown to rules.
+
+Order is the order the guard learned things in: a call it judged takes its
+place when judged (writes of a session are serialized, so that is the order
+they ran in), and a call the host ran without asking (a read) takes its place
+when its result is seen. A host call with no result and no decision is not in
+the record yet: it has not run as far as the guard knows.
+
+Results are paired as they arrive (a result answers the newest unanswered call
+with its id), so a check costs the same at message 2,000 as at message 50: only
+messages the record has not seen are read, found after the host's last message
+the record ingested (by position, or by looking for it when the history was
+rewritten).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import CallSite, DuplicateCallId, Message, ToolCall, ToolResult, Trajectory
+from .events import Judged, NewEvent, SessionEvent
+from .store import SessionEvicted, SessionStore, check_session_id
+
+_WORD = re.compile(r"[\w.@-]+")
+
+
+@dataclass
+class _Site:
+    call: ToolCall
+    seq: int
+    judged: Judged
+    result: ToolResult | None = None
+    unknown: str | None = None  # why the fate is unknown
+    visible: int = -1  # its place in the gate's view (-1: blocked, not shown)
+
+
+@dataclass
+class _HostState:
+    """Where the host's history stood at the last observe (this process only)."""
+
+    count: int = 0
+    last: Message | None = None
+    open: dict[str, int | ToolCall] = field(default_factory=dict)  # unanswered host call id -> record site or call
+    answered: set[str] = field(default_factory=set)  # host call ids answered (a second answer is ambiguous)
+    matched: set[int] = field(default_factory=set)  # judged record sites a host call stands for
+
+
+class RecordView:
+    """A snapshot of the record for the gate: its calls in order, each with its result, and the user's words.
+
+    The call being checked is never in it (the record adds it with its
+    decision), and the record already refused an ambiguous pairing, so the
+    gate skips both scans it makes on a plain trajectory.
+    """
+
+    paired = True
+    excludes_pending = True
+
+    def __init__(self, sites: list[CallSite], said: dict[str, int], successes: dict[str, list[ToolResult]]) -> None:
+        self._sites = sites
+        self._said = said
+        self._successes = successes
+        self.messages: list[Message] | None = None
+
+    def call_sites(self) -> list[CallSite]:
+        return self._sites
+
+    def tool_results(self) -> Iterator[ToolResult]:
+        return iter([site.result for site in self._sites if site.result is not None])
+
+    def successes_by_tool(self) -> dict[str, list[ToolResult]]:
+        """Successful results by tool (what a prerequisite read needs)."""
+        return self._successes
+
+    def duplicate_call_id(self) -> DuplicateCallId | None:
+        return None  # the record pairs as it goes: an ambiguous host history is refused when it is observed
+
+    def said_words(self) -> dict[str, int]:
+        return self._said
+
+
+class Session:
+    """One conversation's append-only record, kept by the guard in ``store``.
+
+    Made by :meth:`policyguard.Guard.session`; thread-safe. ``is_mutating``
+    tells which tools are writes (the guard's checklist).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        store: SessionStore,
+        *,
+        is_mutating: Callable[[str], bool] = lambda name: True,
+    ) -> None:
+        self.id = check_session_id(session_id)
+        self.store = store
+        self._is_mutating = is_mutating
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._seq = 0
+        self._sites: list[_Site] = []
+        self._site_at: dict[int, int] = {}  # call event seq -> index in _sites
+        self._open: dict[str, int] = {}  # call id -> its newest unanswered site
+        self._newest: dict[str, int] = {}  # call id -> its newest site
+        self._by_id: dict[str, list[int]] = {}  # call id -> its sites, in order
+        self._said: dict[str, int] = {}
+        self._visible: list[CallSite] = []  # what the gate reads: calls not blocked, kept as results arrive
+        self._successes: dict[str, list[ToolResult]] = {}
+        self._running_writes: set[int] = set()  # allowed writes with no result and no unknown fate
+        self._host = _HostState()
+        self._deferred: str | None = None
+        self.evicted: str | None = None
+
+    # -- what the guard asks ------------------------------------------------
+
+    def sync(self) -> None:
+        """Apply events other guards (or replicas) appended since this object last looked."""
+        with self._lock:
+            try:
+                events = self.store.session_events(self.id, after=self._seq)
+            except SessionEvicted as exc:
+                self.evicted = str(exc)
+                raise
+            for event in events:
+                self._apply(event)
+
+    def observe(self, trajectory: Trajectory, pending: ToolCall | None = None) -> None:
+        """Merge what the host's history adds (results, with their calls; user messages) into the record.
+
+        ``pending`` is the call being checked: :meth:`judge` records it with its
+        decision, and its copy in the history then stands for that record.
+        Raises :class:`~policyguard.messages.DuplicateCallId` (and records
+        nothing) when the new part of the history pairs ambiguously.
+        """
+        with self._lock:
+            self._deferred = None
+            messages = trajectory.messages
+            start = self._host_start(messages)
+            host = self._host
+            batch = _Batch(self, dict(host.open), set(host.answered), set(host.matched))
+            for index in range(start, len(messages)):
+                batch.take(messages[index])
+            if batch.events:
+                self._append(batch.resolved())
+            if messages:
+                self._host = _HostState(
+                    count=len(messages),
+                    last=messages[-1],
+                    open=batch.host_open,
+                    answered=batch.host_answered,
+                    matched=batch.matched,
+                )
+            if pending is not None and isinstance(self._host.open.get(pending.id), ToolCall):
+                waiting = self._host.open[pending.id]
+                assert isinstance(waiting, ToolCall)
+                if (waiting.name, waiting.arguments) == (pending.name, pending.arguments):
+                    self._deferred = pending.id
+
+    def judge(self, call: ToolCall, judged: Judged) -> None:
+        """Record the guard's decision on ``call`` (``allow`` or ``block``)."""
+        with self._lock:
+            event = NewEvent(kind="call", call_id=call.id, tool=call.name, arguments=call.arguments, judged=judged)
+            (added,) = self._append([event])
+            if self._deferred == call.id:  # the host's copy of the call is this site: its result answers it
+                at = self._site_at[added.seq]
+                self._host.open[call.id] = at
+                self._host.matched.add(at)
+                self._deferred = None
+
+    def record_result(self, call_id: str, content: str, *, is_error: bool = False) -> bool:
+        """The fate of the newest unanswered call ``call_id``: executed, with this result (an error result:
+        the tool refused or failed). False when no call of that id is waiting for one."""
+        with self._lock:
+            at = self._open.get(call_id)
+            if at is None:
+                return False
+            site = self._sites[at]
+            self._append(
+                [NewEvent(kind="result", call_id=call_id, answers=site.seq, content=content, is_error=is_error)]
+            )
+            return True  # the host's copy of the result, when it comes, finds the call answered and is skipped
+
+    def record_unknown(self, call_id: str, why: str) -> bool:
+        """The newest unanswered call ``call_id`` may or may not have run (``why``: cancelled, timed out...)."""
+        with self._lock:
+            at = self._open.get(call_id)
+            if at is None or self._sites[at].unknown is not None:
+                return False
+            self._append([NewEvent(kind="unknown", call_id=call_id, answers=self._sites[at].seq, content=why)])
+            return True
+
+    def view(self) -> RecordView:
+        """The record as the gate reads it: calls not blocked, in order, with their results."""
+        with self._lock:
+            successes = {tool: list(results) for tool, results in self._successes.items()}
+            return RecordView(list(self._visible), dict(self._said), successes)
+
+    def unsettled(self) -> list[tuple[str, str]]:
+        """Allowed writes with no result: ``(tool, why)`` for each (why: the unknown's reason, or still running)."""
+        with self._lock:
+            return [
+                (site.call.name, site.unknown or "no result yet")
+                for site in self._sites
+                if site.judged == "allow" and site.result is None and self._is_mutating(site.call.name)
+            ]
+
+    def wait_for_writes(self, timeout: float) -> bool:
+        """Wait until no allowed write of this session is still running (fate neither known nor unknown).
+
+        True when none is; False after ``timeout`` seconds (the running write
+        then counts as unknown for the check that waited).
+        """
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._running_writes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    def id_problem(self, call: ToolCall) -> str | None:
+        """Why ``call``'s id cannot name a new call in this session, or None."""
+        with self._lock:
+            if self._deferred != call.id and self._answered_in_host(call):
+                return "was already answered by a tool result"
+            at = self._open.get(call.id)
+            if at is None:
+                return None
+            site = self._sites[at]
+            if (site.call.name, site.call.arguments) != (call.name, call.arguments):
+                return "is used by another call in this session that is not answered"
+            if site.judged == "allow":
+                return "was allowed already in this session and its outcome is not known yet"
+            return None
+
+    # -- internals ------------------------------------------------------------
+
+    def _answered_in_host(self, call: ToolCall) -> bool:
+        """The host's history shows this very call answered (it ran): checking it again cannot run it again."""
+        if call.id not in self._host.answered:
+            return False
+        at = self._newest.get(call.id)
+        if at is None:
+            return False
+        site = self._sites[at]
+        return (site.call.name, site.call.arguments) == (call.name, call.arguments) and site.result is not None
+
+    def _is_pending(self, site: _Site) -> bool:
+        """An allowed write of this session still running: no result, not declared unknown."""
+        return (
+            site.judged == "allow"
+            and site.result is None
+            and site.unknown is None
+            and self._is_mutating(site.call.name)
+        )
+
+    def _host_start(self, messages: list[Message]) -> int:
+        """The first host message the record has not ingested."""
+        host = self._host
+        if host.last is None:
+            return 0
+        if len(messages) >= host.count and _same(messages[host.count - 1], host.last):
+            return host.count
+        for index in range(len(messages) - 1, -1, -1):  # rewritten (summarised, trimmed): find where we were
+            if _same(messages[index], host.last):
+                return index + 1
+        # nothing we saw is left: read it all; a judged call it shows stands for its record, the rest is added
+        self._host = _HostState(matched=set())
+        return 0
+
+    def _append(self, events: list[NewEvent]) -> list[SessionEvent]:
+        """Append to the store, then apply everything up to and including these events (other replicas' too)."""
+        try:
+            added = self.store.append_events(self.id, events)
+        except SessionEvicted as exc:
+            self.evicted = str(exc)
+            raise
+        self.sync()
+        self._changed.notify_all()
+        return added
+
+    def _apply(self, event: SessionEvent) -> None:
+        self._seq = event.seq
+        if event.kind == "call":
+            at = len(self._sites)
+            call = ToolCall(id=event.call_id, name=event.tool, arguments=event.arguments)
+            site = _Site(call, event.seq, event.judged)
+            if event.judged != "block":
+                site.visible = len(self._visible)
+                self._visible.append(CallSite(call, (event.seq, 0), None))
+            self._sites.append(site)
+            if self._is_pending(site):
+                self._running_writes.add(at)
+            self._site_at[event.seq] = at
+            self._open[event.call_id] = at
+            self._newest[event.call_id] = at
+            self._by_id.setdefault(event.call_id, []).append(at)
+        elif event.kind in ("result", "unknown"):
+            answered = self._site_at.get(event.answers)
+            if answered is None:
+                return
+            at = answered
+            site = self._sites[at]
+            if site.result is not None:
+                return
+            self._running_writes.discard(at)
+            if event.kind == "unknown":
+                site.unknown = event.content or "unknown"
+                return
+            site.result = ToolResult(
+                call=site.call, content=event.content, is_error=event.is_error, index=event.seq, order=(site.seq, 0)
+            )
+            site.unknown = None
+            if site.visible >= 0:
+                self._visible[site.visible] = CallSite(site.call, (site.seq, 0), site.result)
+                if not event.is_error:
+                    self._successes.setdefault(site.call.name, []).append(site.result)
+            if self._open.get(site.call.id) == at:
+                del self._open[site.call.id]
+        elif event.kind == "user":
+            for word in _WORD.findall(event.content):
+                self._said.setdefault(word.rstrip("."), event.seq)
+
+
+class _Batch:
+    """The events one observe adds, computed before anything is appended (an ambiguity appends nothing)."""
+
+    def __init__(self, session: Session, host_open: dict[str, Any], answered: set[str], matched: set[int]) -> None:
+        self.session = session
+        self.host_open: dict[str, Any] = host_open
+        self.host_answered = answered
+        self.matched = matched
+        self.events: list[dict[str, Any]] = []  # NewEvent fields; 'answers' may be ("new", k): the batch's k-th event
+
+    def take(self, message: Message) -> None:
+        if message.role == "user" and message.content:
+            self.events.append({"kind": "user", "content": message.content})
+        elif message.role == "assistant":
+            ids = [call.id for call in message.tool_calls]
+            for call in message.tool_calls:
+                if ids.count(call.id) > 1:
+                    raise DuplicateCallId(call.id, "is used twice in one message")
+                if call.id in self.host_open:
+                    raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
+                self.host_answered.discard(call.id)
+                self.host_open[call.id] = self._judged_site(call) or call
+        elif message.role == "tool" and message.tool_call_id is not None:
+            self._answer(message)
+
+    def _judged_site(self, call: ToolCall) -> int | None:
+        """The unanswered record site of a call the guard judged that this host call stands for, if any."""
+        session = self.session
+        for at in session._by_id.get(call.id, ()):
+            site = session._sites[at]
+            if at in self.matched or site.judged == "seen" or site.result is not None:
+                continue
+            if (site.call.name, site.call.arguments) == (call.name, call.arguments):
+                self.matched.add(at)
+                return at
+        return None
+
+    def _answer(self, message: Message) -> None:
+        call_id = message.tool_call_id
+        assert call_id is not None
+        target = self.host_open.pop(call_id, None)
+        if target is None:
+            if call_id in self.host_answered:
+                raise DuplicateCallId(call_id, "has two results")
+            return  # answers no call the host showed: not trusted
+        self.host_answered.add(call_id)
+        answers: Any
+        if isinstance(target, int):
+            if self.session._sites[target].result is not None:
+                return  # the record has its answer: the host cannot change it
+            answers = self.session._sites[target].seq
+        else:  # a call the host ran without asking: it enters the record with its result
+            self.events.append(
+                {"kind": "call", "call_id": target.id, "tool": target.name, "arguments": target.arguments}
+            )
+            answers = ("new", len(self.events) - 1)
+        self.events.append(
+            {
+                "kind": "result",
+                "call_id": call_id,
+                "answers": answers,
+                "content": message.content or "",
+                "is_error": message.is_error,
+            }
+        )
+
+    def resolved(self) -> list[NewEvent]:
+        """The events, with a reference to a call of this batch as a negative ``answers`` (that many back)."""
+        out: list[NewEvent] = []
+        for fields in self.events:
+            answers = fields.get("answers")
+            if isinstance(answers, tuple):
+                fields = {**fields, "answers": answers[1] - len(out)}
+            out.append(NewEvent(**fields))
+        return out
+
+
+def _same(a: Message, b: Message) -> bool:
+    return a is b or a == b
