@@ -13,7 +13,13 @@ record (:meth:`Session.view`), so:
   done for those rules and is never a fact: a record it would change has to be
   read again after it, and that later read is the fact (which is what lets an
   honest retry after a timeout through);
-* a blocked call never happened: it is kept for the audit, not shown to rules.
+* a blocked call never happened: it is kept for the audit, not shown to rules;
+* the host's history never un-counts an allowed call: an error result it shows
+  for one is not taken (a proxy that timed out writes an error there while the
+  tool may have run; ids, tools and arguments can all repeat, so it may be
+  another call's), and neither is any result once the fate is unknown. The
+  integration that ran the call reports a failure with
+  :meth:`Session.record_result`.
 
 Order is the order the guard learned things in: a call it judged takes its
 place when judged (writes of a session are serialized, so that is the order
@@ -42,6 +48,7 @@ from .events import Judged, NewEvent, SessionEvent
 from .store import SessionEvicted, SessionStore, check_session_id
 
 _WORD = re.compile(r"[\w.@-]+")
+_TAIL = 3  # host messages that must match to take up the history where the last observe stopped
 
 
 @dataclass
@@ -59,8 +66,10 @@ class _HostState:
     """Where the host's history stood at the last observe (this process only)."""
 
     count: int = 0
-    last: Message | None = None
-    open: dict[str, int | ToolCall] = field(default_factory=dict)  # unanswered host call id -> record site or call
+    tail: list[Message] = field(default_factory=list)  # the last messages ingested (up to _TAIL), oldest first
+    # unanswered host call id -> its record site (from the check that deferred it), ("judged", site) when
+    # matched by tool and arguments, or the call itself when the record does not have it yet
+    open: dict[str, int | tuple[str, int] | ToolCall] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)  # host call ids answered (a second answer is ambiguous)
     matched: set[int] = field(default_factory=set)  # judged record sites a host call stands for
 
@@ -166,7 +175,7 @@ class Session:
             if messages:
                 self._host = _HostState(
                     count=len(messages),
-                    last=messages[-1],
+                    tail=list(messages[-_TAIL:]),
                     open=batch.host_open,
                     answered=batch.host_answered,
                     matched=batch.matched,
@@ -277,17 +286,28 @@ class Session:
         )
 
     def _host_start(self, messages: list[Message]) -> int:
-        """The first host message the record has not ingested."""
-        host = self._host
-        if host.last is None:
+        """The first host message the record has not ingested.
+
+        The history goes on from where the last observe stopped when its last
+        messages are still there: at the same place (a loop that appends), or
+        elsewhere (a summary replaced what came before). They are looked for by
+        identity first, then by value; several messages must match, so a
+        repeated message (ids reused, same result) is not taken for the place.
+        """
+        tail = self._host.tail
+        if not tail:
             return 0
-        if len(messages) >= host.count and _same(messages[host.count - 1], host.last):
-            return host.count
-        for index in range(len(messages) - 1, -1, -1):  # rewritten (summarised, trimmed): find where we were
-            if _same(messages[index], host.last):
-                return index + 1
+        count = self._host.count
+        if len(messages) >= count:  # a loop that appended: the tail is where it was
+            where = messages[count - len(tail) : count]
+            if _identical(where, tail) or _equal(where, tail):
+                return count
+        for same in (_identical, _equal):
+            for end in range(len(messages), len(tail) - 1, -1):  # newest place first
+                if same(messages[end - len(tail) : end], tail):
+                    return end
         # nothing we saw is left: read it all; a judged call it shows stands for its record, the rest is added
-        self._host = _HostState(matched=set())
+        self._host = _HostState()
         return 0
 
     def _append(self, events: list[NewEvent]) -> list[SessionEvent]:
@@ -365,7 +385,8 @@ class _Batch:
                 if call.id in self.host_open:
                     raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
                 self.host_answered.discard(call.id)
-                self.host_open[call.id] = self._judged_site(call) or call
+                judged = self._judged_site(call)
+                self.host_open[call.id] = ("judged", judged) if judged is not None else call
         elif message.role == "tool" and message.tool_call_id is not None:
             self._answer(message)
 
@@ -391,9 +412,17 @@ class _Batch:
             return  # answers no call the host showed: not trusted
         self.host_answered.add(call_id)
         answers: Any
+        if isinstance(target, tuple):
+            target = target[1]
         if isinstance(target, int):
-            if self.session._sites[target].result is not None:
-                return  # the record has its answer: the host cannot change it
+            site = self.session._sites[target]
+            if site.result is not None or site.unknown is not None:
+                return  # the record has its answer, or knows nobody can tell: the host's history cannot change it
+            if message.is_error and site.judged == "allow":
+                # A failure the host's history claims for an allowed call is not taken: ids, tools and arguments
+                # can all repeat, so it may be another call's error, and taking it would un-count a write that
+                # may have run. The integration that ran the call reports failures (record_result).
+                return
             answers = self.session._sites[target].seq
         else:  # a call the host ran without asking: it enters the record with its result
             self.events.append(
@@ -421,5 +450,9 @@ class _Batch:
         return out
 
 
-def _same(a: Message, b: Message) -> bool:
-    return a is b or a == b
+def _identical(found: list[Message], tail: list[Message]) -> bool:
+    return len(found) == len(tail) and all(a is b for a, b in zip(found, tail, strict=True))
+
+
+def _equal(found: list[Message], tail: list[Message]) -> bool:
+    return len(found) == len(tail) and all(a is b or a == b for a, b in zip(found, tail, strict=True))
