@@ -35,12 +35,14 @@ FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "gate" / "data" / "
 def decision_record(decision: Decision) -> dict[str, Any]:
     """What must stay identical: the whole decision, every field.
 
-    ``approval_id`` came to Decision after the recording (the approval queue);
-    the gate never sets it, so it is compared only when set.
+    ``approval_id`` (the approval queue) and ``session_id`` (sessions) came to
+    Decision after the recording; the gate never sets them, so they are
+    compared only when set.
     """
     record = decision.model_dump(mode="json")
-    if record.get("approval_id") is None:
-        record.pop("approval_id", None)
+    for later in ("approval_id", "session_id"):
+        if record.get(later) is None:
+            record.pop(later, None)
     return record
 
 

@@ -93,6 +93,7 @@ class Decision(BaseModel):
     call_id: str | None = None
     tool: str | None = None
     args_sha256: str | None = None
+    session_id: str | None = Field(default=None, description="The session the call was judged in, if any.")
     inconsistency: str | None = None
     error: str | None = None
     usage: Usage | None = None

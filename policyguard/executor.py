@@ -196,7 +196,7 @@ class GuardedExecutor:
         except LedgerUnavailable as exc:
             return _refuse("inconclusive", str(exc))
         if money is None:
-            return self._run(tool, call, sha, None)
+            return self._run(tool, call, sha, None, claims.session_id)
         if claim is None:  # a store that spent the grant but claimed nothing: the effect is not recorded
             return _refuse("inconclusive", "the store returned no ledger claim for a money effect")
         if claim.refusal is not None:
@@ -212,7 +212,7 @@ class GuardedExecutor:
             return ExecutionResult(
                 executed=False, result=result, reason="replayed_from_ledger", replayed_from_ledger=True
             )
-        return self._run(tool, call, sha, money)
+        return self._run(tool, call, sha, money, claims.session_id)
 
     def _spend_and_claim(self, claims: GrantClaims, call_id: str, effect: EffectRequest | None) -> EffectClaim | None:
         """Spend the grant, read the deny record, claim the effect: one transaction when the store can.
@@ -263,9 +263,13 @@ class GuardedExecutor:
             problem = f"the approval check failed ({type(exc).__name__}: {exc})"
         return None if problem is None else _refuse("needs_approval", f"{above}: {problem}")
 
-    def _run(self, tool: Callable[..., Any], call: ToolCall, sha: str, money: MoneyEffect | None) -> ExecutionResult:
+    def _run(
+        self, tool: Callable[..., Any], call: ToolCall, sha: str, money: MoneyEffect | None, session_id: str | None
+    ) -> ExecutionResult:
+        """Run the tool; the trace's execute and effect events name the call's session, as its allow did."""
+        session = {} if session_id is None else {"session_id": session_id}
         if self.trace is not None:
-            self.trace.emit("execute", call_id=call.id, tool=call.name, args_sha256=sha)
+            self.trace.emit("execute", call_id=call.id, tool=call.name, args_sha256=sha, **session)
         try:
             result = tool(**call.arguments)
         except Exception as exc:  # the tool's own failure goes back as its error result
@@ -286,6 +290,7 @@ class GuardedExecutor:
                 idempotency_key=money.idempotency_key if money else None,
                 amount=money.amount if money else None,
                 transaction_id=money.transaction_id if money else None,
+                **session,
             )
         return ExecutionResult(executed=True, result=result, reason="executed")
 

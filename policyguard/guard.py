@@ -361,6 +361,7 @@ class Guard:
                 tool=decision.tool,
                 args_sha256=decision.args_sha256,
                 reached_executor=True,
+                **_session_field(decision.session_id),
             )
         else:
             self._counters.add(executor_refused=1)
@@ -370,6 +371,7 @@ class Guard:
                 tool=decision.tool,
                 args_sha256=decision.args_sha256,
                 error=error,
+                **_session_field(decision.session_id),
             )
 
     # -- internals ----------------------------------------------------------
@@ -597,7 +599,7 @@ class Guard:
             decision = decision.model_copy(update={"outcome": "allow"})
         decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
         if record is not None:
-            decision = self._into_record(call, decision, record, ids)
+            decision = self._into_record(call, decision, record, ids).model_copy(update={"session_id": record.id})
         if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
             sha = ids["args_sha256"]
             token = self.grants.issue(
@@ -874,6 +876,10 @@ def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision, record: 
         "This call was refused earlier and a refusal is final, so it was not performed. Do not retry it unchanged.",
         error=f"call {call.id} was denied earlier (deny wins)",
     )
+
+
+def _session_field(session_id: str | None) -> dict[str, Any]:
+    return {} if session_id is None else {"session_id": session_id}
 
 
 def _traced(ids: dict[str, Any], record: Session | None) -> dict[str, Any]:

@@ -339,8 +339,22 @@ class _Call:
     effects_owed: dict[tuple[str, str], int] = field(default_factory=dict)  # executes still without their effect
 
 
+def _call_key(event: Any) -> tuple[str | None, str]:
+    """Which call an event is about: its call id within its session (``session_id``, when the event has one).
+
+    Agents number calls per conversation, so ``call_5`` of two sessions are two
+    calls: an execute is judged against the allows and denies of its own session.
+    """
+    session = getattr(event, "session_id", None)
+    return (session if isinstance(session, str) else None, event.call_id)
+
+
 def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int | None = None) -> AuditReport:
     """Replay INV-1 events in trace order and report every violation.
+
+    Calls are told apart by ``call_id`` within their ``session_id`` (events
+    without one are in no session): an allow or deny in one session says
+    nothing about the same call id in another.
 
     Each execute is judged once, against the first failing rule in this order:
     ``denied`` (any earlier deny for the call_id), ``no_allow`` (no earlier
@@ -365,7 +379,7 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
     With ``records=0``, or no events and no ``records``, the trace is empty:
     :class:`TraceFormatError`, because an empty trace is not a clean one.
     """
-    calls: dict[str, _Call] = {}
+    calls: dict[tuple[str | None, str], _Call] = {}
     approvals: dict[str, _Approval] = {}
     current_version: str | None = None
     effect_keys: dict[str, int] = {}
@@ -378,7 +392,7 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
             if event.call_id is None:
                 current_version = event.policy_version
             else:
-                call = calls.setdefault(event.call_id, _Call())
+                call = calls.setdefault(_call_key(event), _Call())
                 call.allow_revoked_before = len(call.allows)
             continue
         if isinstance(event, SubmitEvent | EscalateEvent):
@@ -386,7 +400,7 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
         if isinstance(event, ApproveEvent):
             approvals.setdefault(event.approval_id, _Approval()).approved.append((event.tool, event.args_sha256))
             continue
-        call = calls.setdefault(event.call_id, _Call())
+        call = calls.setdefault(_call_key(event), _Call())
         found: tuple[ViolationKind, str] | None = None
         if isinstance(event, AllowEvent):
             call.allows.append(event)
