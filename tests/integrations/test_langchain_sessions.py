@@ -1,19 +1,20 @@
 """LangChain agents keep the guard's own record of the conversation: what the state forgets still counts.
 
-A goodwill desk: at most one certificate per conversation, counted over the
-calls as airline ``certificate-once`` is (a failed send does not count), proved
-by the gate. The real ``SummarizationMiddleware`` replaces old messages with a
-summary (written by a fake chat model that leaves the certificate out); the
-guard's session, keyed by the thread id or else by the invocation, remembers.
+A goodwill desk (``goodwill_checklist.yaml``): at most one certificate per
+conversation, counted over the calls as airline ``certificate-once`` is (a
+failed send does not count), proved by the gate. The real
+``SummarizationMiddleware`` replaces old messages with a summary (written by a
+fake chat model that leaves the certificate out); the guard's session, keyed by
+the thread id or else by the invocation, remembers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,39 +29,18 @@ from langchain_core.tools import tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
-from policyguard import Guard, HardGate, parse_checklist  # noqa: E402
-from policyguard.canonical import policy_version  # noqa: E402
+from policyguard import Guard  # noqa: E402
 from policyguard.integrations.langchain import PolicyGuardMiddleware  # noqa: E402
 
 from .test_langchain import call, scripted_chat_model, tool_message, turns  # noqa: E402
 
-POLICY = "Offer at most one goodwill certificate per conversation.\n"
-CHECKLIST = textwrap.dedent(
-    f"""
-    policy: {{name: goodwill, version: "{policy_version(POLICY)}"}}
-    facts:
-      certificates_sent:
-        tool: get_user
-        also: [send_certificate]
-        match: {{}}
-        collect: calls
-    tools:
-      get_user: {{mutating: false}}
-      send_certificate:
-        requirements:
-          - id: certificate-once
-            text: At most one certificate per conversation; a send that failed does not count.
-            kind: data
-            source: Offer at most one goodwill certificate per conversation.
-            check: facts.certificates_sent.filter(c, has(c.args.amount) && !c.error).size() == 0
-    """
-)
+HERE = Path(__file__).parent
 ONCE = "At most one certificate per conversation"
 
 
 def make_guard() -> Guard:
-    checklist = parse_checklist(CHECKLIST)
-    return Guard(checklist, POLICY, gate=HardGate(checklist), allow_unverified=True)
+    """The goodwill checklist (beside this file) with its gate; no verifier: certificate-once is proved."""
+    return Guard.from_files(policy=HERE / "goodwill_policy.md", checklist=HERE / "goodwill_checklist.yaml")
 
 
 class Desk:
