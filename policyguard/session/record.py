@@ -266,12 +266,12 @@ class Session:
                         return False
                     self._changed.wait(left)
                 if turn in self._abandoned:
-                    self._abandoned.discard(turn)
                     return False
                 self._turn = turn
                 return True
             finally:
                 self._waiting.discard(turn)
+                self._abandoned.discard(turn)
 
     def release_writes(self, turn: object) -> None:
         """End ``turn``'s hold on the write turn; a check still waiting for it gives up. Idempotent."""
