@@ -69,6 +69,11 @@ NO_VERIFIER_MESSAGE = (
     "Do not retry it now; tell the user it cannot be completed at the moment or transfer them to a human agent."
 )
 
+SESSION_BUSY_MESSAGE = (
+    "This action was not performed: another change in this conversation is still being checked. "
+    "Send it again on its own once that one is done."
+)
+
 APPROVAL_UNAVAILABLE = (
     "This action needs a supervisor's approval, and the approval queue could not be reached, so it was not "
     "performed. Do not retry it now; tell the user it cannot be completed at the moment."
@@ -258,11 +263,19 @@ class Guard:
         trajectory is all the guard knows.
         """
         call, trajectory = as_call(call), as_trajectory(trajectory)
-        started = time.perf_counter()
         record = self._as_session(session)
+        turn = object()  # this check's hold on the session's write turn (Session.claim_writes)
+        try:
+            return self._check(call, trajectory, record, turn)
+        finally:
+            if record is not None:
+                record.release_writes(turn)
+
+    def _check(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
+        started = time.perf_counter()
         ids = _ids(call)
         if record is not None:
-            early, facts = self._from_record(call, trajectory, record, ids)
+            early, facts = self._from_record(call, trajectory, record, ids, turn)
             if early is not None:
                 return self._finish(call, trajectory, early, started, ids, record)
         else:
@@ -300,11 +313,19 @@ class Guard:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
         call, trajectory = as_call(call), as_trajectory(trajectory)
-        started = time.perf_counter()
         record = self._as_session(session)
+        turn = object()
+        try:
+            return await self._acheck(call, trajectory, record, turn)
+        finally:
+            if record is not None:
+                record.release_writes(turn)
+
+    async def _acheck(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
+        started = time.perf_counter()
         ids = _ids(call)
         if record is not None:
-            early, facts = await off_loop(self._from_record, call, trajectory, record, ids)
+            early, facts = await off_loop(self._from_record, call, trajectory, record, ids, turn)
             if early is not None:
                 return self._finish(call, trajectory, early, started, ids, record)
         else:
@@ -395,10 +416,13 @@ class Guard:
         return session
 
     def _from_record(
-        self, call: ToolCall, trajectory: Trajectory, record: Session, ids: dict[str, Any]
+        self, call: ToolCall, trajectory: Trajectory, record: Session, ids: dict[str, Any], turn: object
     ) -> tuple[Decision | None, Any]:
         """Merge ``trajectory`` into the session's record: ``(None, the record's view)`` to go on, or
-        ``(decision, None)`` when the record alone decides (a read passes whatever the record's state)."""
+        ``(decision, None)`` when the record alone decides (a read passes whatever the record's state).
+
+        A write goes on holding the session's write turn (``turn``): writes of one session are judged one
+        at a time, each with the fate of the earlier ones in the record."""
         from .session import SessionError
 
         mutating = self._mutating(call.name)
@@ -436,7 +460,10 @@ class Guard:
                 error=f"call id {problem}",
                 **ids,
             ), None
-        record.wait_for_writes(self.session_wait_s)  # an earlier write still running counts as unknown after it
+        if not record.claim_writes(turn, self.session_wait_s):  # a write still running counts as unknown after it
+            return Decision.block(
+                "guard", SESSION_BUSY_MESSAGE, error="another write of this session was still being checked", **ids
+            ), None
         return None, record.view()
 
     def _begin(

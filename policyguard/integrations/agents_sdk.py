@@ -2,11 +2,11 @@
 
 ::
 
-    from agents import Agent, Runner
-    from policyguard.integrations.agents_sdk import guard_agent
+    from agents import Agent, Runner, SQLiteSession
+    from policyguard.integrations.agents_sdk import guard_agent, guarded_session
 
     agent = guard_agent(Agent(name="support", tools=[get_order, issue_refund]), guard)
-    result = await Runner.run(agent, "Please refund order O1.")
+    result = await Runner.run(agent, "Please refund order O1.", session=guarded_session(SQLiteSession("user-42")))
 
 **The seam: a tool input guardrail, fed by agent hooks.** Every function tool
 the checklist does not declare ``mutating: false`` gets a tool input guardrail,
@@ -38,13 +38,35 @@ function never runs. A halt makes ``Runner.run`` raise
 the :class:`~policyguard.decision.Decision`. Decisions also appear in
 ``result.tool_input_guardrail_results`` and in the guard's trace.
 
-**Parallel calls.** The SDK runs the calls of one model message concurrently,
-so each guarded call is judged on the conversation up to that message; a
-guarded call that follows another guarded call in the same message is blocked
-("make one change at a time"), since it would be judged on a state the first
-one may change. A call whose arguments are not JSON is blocked; in later turns
-it is read with empty arguments and its output as a failure, so it never
-becomes a fact and the run can go on.
+**The conversation is the guard's own record.** Each guarded call is checked
+with ``session=``: the guard keeps an append-only record of the conversation
+(:mod:`policyguard.session`) and judges the call on it merged with what the
+model was shown, so a write the model is no longer sent (a session's
+``SessionSettings(limit=N)`` window, a compaction) still counts. The session is
+keyed by
+
+- the **SDK session's id** when the run's session is wrapped by
+  :func:`guarded_session` (``Runner.run(..., session=guarded_session(s))``):
+  the SDK hands the run's context to sessions that accept it, which is how the
+  guard learns which conversation a run belongs to. One record per session id,
+  across runs;
+- otherwise **the run** (its ``RunContextWrapper``): a run never shares a
+  record with another, so an unwrapped session's window still hides older runs'
+  writes from the guard.
+
+Each allowed call's fate goes into the record: the tool's output, read by a
+tool output guardrail placed first (an output starting with ``"Error:"`` is a
+failure; the SDK's own error text is not, so a tool that failed that way still
+counts as done). A call whose output never came (the tool raised, was
+cancelled, the run stopped) is recorded as *unknown* at the next model call of
+its session: it counts as done, and is no fact until read again. The output
+guardrail always allows; it shows in ``result.tool_output_guardrail_results``.
+
+**Parallel calls.** The SDK runs the calls of one model message concurrently;
+the guard judges the writes of a session one at a time, each once the earlier
+one has run, with its result in the record. A call whose arguments are not
+JSON is blocked; in later turns it is read with empty arguments and its output
+as a failure, so it never becomes a fact and the run can go on.
 
 **Refused when guarding** (:class:`~policyguard.errors.ConfigError`): tools
 that are not ``FunctionTool`` (hosted, computer and shell tools take no input
@@ -56,7 +78,10 @@ objects. Agents named in ``handoffs`` are guarded with the same guard.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import threading
+import uuid
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -64,9 +89,12 @@ from agents import (
     Agent,
     AgentHooks,
     FunctionTool,
+    ItemHelpers,
     ToolGuardrailFunctionOutput,
     ToolInputGuardrail,
     ToolInputGuardrailData,
+    ToolOutputGuardrail,
+    ToolOutputGuardrailData,
 )
 
 from ..decision import Decision
@@ -76,18 +104,123 @@ from ..formats._common import CallIds, error_text, parse_arguments, plain
 from ..guard import NO_VERIFIER_MESSAGE, Guard, _plain_name, remediation_message
 from ..messages import ToolCall, Trajectory
 
-__all__ = ["GUARDRAIL_NAME", "AgentsSDKGuard", "guard_agent"]
+__all__ = ["GUARDRAIL_NAME", "AgentsSDKGuard", "GuardedSession", "guard_agent", "guarded_session"]
 
 GUARDRAIL_NAME = "policyguard"
-ONE_CHANGE = (
-    "Call {earlier!r} ({tool}) comes before this call in the same message and may change what this call "
-    "depends on, so this call was not performed. Make one change at a time: send it again on its own."
-)
 UNSEEN_TURN = (
     "The policy check could not see the conversation that led to this call, so it was not performed. "
     "Do not retry it now; tell the user it cannot be completed at the moment."
 )
 _RUNS_KEPT = 1024  # runs whose last model turn is remembered; the least recently active go first
+_ALLOWED_KEPT = 4096  # allowed calls waiting for their output; past it the oldest is left to the guard's wait
+NO_OUTPUT = "no output was reported for this call (the tool raised, was cancelled, or the run stopped)"
+
+
+class _RunKeys:
+    """Which guard session each run (its ``RunContextWrapper``) belongs to: its SDK session's id, or its own."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, tuple[weakref.ref[Any], str]] = {}
+        self._lock = threading.Lock()
+
+    def bind(self, context: Any, session_id: str) -> None:
+        """The run of ``context`` uses the SDK session ``session_id``."""
+        with self._lock:
+            self._keys[id(context)] = (weakref.ref(context, self._forget(id(context))), session_id)
+
+    def key(self, context: Any) -> str:
+        """The session of the run of ``context``: its bound SDK session, or a new id kept for the run."""
+        with self._lock:
+            found = self._keys.get(id(context))
+            if found is not None and found[0]() is context:
+                return found[1]
+            key = f"run-{uuid.uuid4().hex}"
+            self._keys[id(context)] = (weakref.ref(context, self._forget(id(context))), key)
+            return key
+
+    def _forget(self, key: int) -> Any:
+        def forget(ref: weakref.ref[Any]) -> None:
+            with self._lock:
+                found = self._keys.get(key)
+                if found is not None and found[0] is ref:
+                    del self._keys[key]
+
+        return forget
+
+
+_run_keys = _RunKeys()
+
+
+class GuardedSession:
+    """An Agents SDK ``Session`` that tells the guard which conversation a run belongs to.
+
+    Pass it as ``Runner.run(..., session=guarded_session(session))``: each run
+    that reads it is judged on the guard's record for ``session.session_id``.
+    Everything else is the wrapped session's.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.inner = session
+
+    @property
+    def session_id(self) -> str:
+        return str(self.inner.session_id)
+
+    @property
+    def session_settings(self) -> Any:
+        return getattr(self.inner, "session_settings", None)
+
+    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Any]:
+        return list(await self._call(self.inner.get_items, limit, wrapper=wrapper))
+
+    async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
+        await self._call(self.inner.add_items, items, wrapper=wrapper)
+
+    async def pop_item(self, *, wrapper: Any = None) -> Any:
+        return await self._call(self.inner.pop_item, wrapper=wrapper)
+
+    async def clear_session(self, *, wrapper: Any = None) -> None:
+        await self._call(self.inner.clear_session, wrapper=wrapper)
+
+    def __getattr__(self, name: str) -> Any:  # compaction and other optional methods of the wrapped session
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def _call(self, method: Any, *args: Any, wrapper: Any) -> Any:
+        """``method(*args)`` of the wrapped session (with ``wrapper`` when it takes one), after binding the run."""
+        if wrapper is None:
+            return await method(*args)
+        _run_keys.bind(wrapper, self.session_id)  # the SDK hands its run context to sessions that take ``wrapper``
+        if _takes_wrapper(method):
+            return await method(*args, wrapper=wrapper)
+        return await method(*args)
+
+
+def _takes_wrapper(method: Any) -> bool:
+    try:
+        return "wrapper" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def guarded_session(session: Any) -> GuardedSession:
+    """``session`` for ``Runner.run(session=...)``, so the guard keys its record by the session's id.
+
+    An ``OpenAIConversationsSession`` is refused (:class:`ConfigError`): the SDK
+    treats that class apart (the history lives on OpenAI's servers), which a
+    wrapper would change.
+    """
+    if isinstance(session, GuardedSession):
+        return session
+    from agents.memory import OpenAIConversationsSession
+
+    if isinstance(session, OpenAIConversationsSession):
+        raise ConfigError(
+            "an OpenAIConversationsSession cannot be wrapped without changing how the SDK stores it; "
+            "pass it to Runner.run as it is (the guard then keeps one record per run)"
+        )
+    return GuardedSession(session)
 
 
 @dataclasses.dataclass
@@ -97,8 +230,19 @@ class _Turn:
     system: str | None
     input: list[Any]
     output: list[Any]
+    session: str
     trajectory: Trajectory | None = None
     problem: str | None = None
+
+
+@dataclasses.dataclass
+class _Run:
+    """A run the hooks follow: its model call in progress, the calls of its last turn, and its guard session."""
+
+    context: Any
+    pending: tuple[str | None, list[Any]] | None
+    keys: list[int]
+    session: str
 
 
 class AgentsSDKGuard:
@@ -107,10 +251,12 @@ class AgentsSDKGuard:
     def __init__(self, guard: Guard) -> None:
         self.guard = guard
         # per run (by its context wrapper): the model call in progress, and the calls of its last turn
-        self._runs: OrderedDict[int, tuple[Any, tuple[str | None, list[Any]] | None, list[int]]] = OrderedDict()
+        self._runs: OrderedDict[int, _Run] = OrderedDict()
         self._calls: dict[int, tuple[Any, _Turn]] = {}
+        self._allowed: OrderedDict[int, tuple[Any, str]] = OrderedDict()  # allowed call -> (call object, session)
         self._lock = threading.Lock()
         self.guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(self._check, name=GUARDRAIL_NAME)
+        self.output_guardrail: ToolOutputGuardrail[Any] = ToolOutputGuardrail(self._settle, name=GUARDRAIL_NAME)
 
     @property
     def remembered_calls(self) -> int:
@@ -165,36 +311,61 @@ class AgentsSDKGuard:
                 )
 
     def _guarded(self, tool: Any) -> FunctionTool:
-        guardrails = [g for g in tool.tool_input_guardrails or [] if g is not self.guardrail]
-        return dataclasses.replace(tool, tool_input_guardrails=[*guardrails, self.guardrail])
+        """The tool with the guard's input guardrail last (right before the tool) and its output guardrail first
+        (it reads the tool's own output, before another guardrail may replace it)."""
+        inputs = [g for g in tool.tool_input_guardrails or [] if g is not self.guardrail]
+        outputs = [g for g in tool.tool_output_guardrails or [] if g is not self.output_guardrail]
+        return dataclasses.replace(
+            tool,
+            tool_input_guardrails=[*inputs, self.guardrail],
+            tool_output_guardrails=[self.output_guardrail, *outputs],
+        )
 
     # -- the hooks' side ----------------------------------------------------
 
     def _started(self, context: Any, system: str | None, items: list[Any]) -> None:
+        session = _run_keys.key(context)
         with self._lock:
             previous = self._runs.pop(id(context), None)
             if previous is not None:  # the calls of the run's previous turn have all run by now
-                self._forget(previous[2])
-            self._runs[id(context)] = (context, (system, list(items)), [])
+                self._forget(previous.keys)
+            self._runs[id(context)] = _Run(context, (system, list(items)), [], session)
             while len(self._runs) > _RUNS_KEPT:
-                self._forget(self._runs.popitem(last=False)[1][2])
+                self._forget(self._runs.popitem(last=False)[1].keys)
+            stale = [key for key, (_, owner) in self._allowed.items() if owner == session]
+            unsettled = [self._allowed.pop(key) for key in stale]
+        for raw, owner in unsettled:  # no output came (a later one still fills it in): it counts as done
+            self._tell(owner, str(_field(raw, "call_id")), None)
 
     def _ended(self, context: Any, output: list[Any]) -> None:
         with self._lock:
-            entry = self._runs.get(id(context))
-            if entry is None or entry[1] is None:
+            run = self._runs.get(id(context))
+            if run is None or run.pending is None:
                 return  # a response without its start: its calls stay unseen and are blocked
-            (system, items), keys = entry[1], entry[2]
-            turn = _Turn(system=system, input=items, output=list(output))
+            (system, items), keys = run.pending, run.keys
+            turn = _Turn(system=system, input=items, output=list(output), session=run.session)
             for item in turn.output:
                 if _kind(item) == "function_call":
                     self._calls[id(item)] = (item, turn)
                     keys.append(id(item))
-            self._runs[id(context)] = (context, None, keys)
+            run.pending = None
 
     def _forget(self, keys: list[int]) -> None:
         for key in keys:
             self._calls.pop(key, None)
+
+    def _tell(self, session: str, call_id: str, output: tuple[str, bool] | None, why: str = NO_OUTPUT) -> None:
+        """Tell the guard an allowed call's fate: its output ``(text, is_error)``, or unknown (``why``).
+
+        A store that cannot take it makes the session's next write wait and count the call as unknown; it never
+        fails the run."""
+        try:
+            if output is None:
+                self.guard.record_unknown(session, call_id, why)
+            else:
+                self.guard.record_result(session, call_id, output[0], is_error=output[1])
+        except Exception:
+            pass
 
     # -- the guardrail's side -----------------------------------------------
 
@@ -219,9 +390,6 @@ class AgentsSDKGuard:
         call, problem = _pending_call(raw, context.tool_namespace)
         if problem is not None:
             return self._refuse(call, problem, problem)
-        earlier = self._earlier_change(raw, turn)
-        if earlier is not None:
-            return self._refuse(call, earlier, "one change at a time")
         trajectory = _converted(turn, context.turn_input)
         if trajectory is None:
             message = (
@@ -229,20 +397,27 @@ class AgentsSDKGuard:
                 "was not performed."
             )
             return self._refuse(call, message, turn.problem or "unreadable conversation")
-        decision = await self.guard.acheck(call, trajectory)
+        decision = await self.guard.acheck(call, trajectory, session=turn.session)
+        if decision.outcome == "allow":
+            with self._lock:
+                self._allowed[id(raw)] = (raw, turn.session)
+                while len(self._allowed) > _ALLOWED_KEPT:
+                    self._allowed.popitem(last=False)
         return self._outcome(call, decision)
 
-    def _earlier_change(self, raw: Any, turn: _Turn) -> str | None:
-        """Why an earlier item of the same message stops this call, or None."""
-        for item in turn.output:
-            if item is raw:
-                return None
-            if _kind(item) != "function_call":
-                continue
-            name = _field(item, "name")
-            if not isinstance(name, str) or not self.read_only(name):
-                return ONE_CHANGE.format(earlier=_field(item, "call_id"), tool=name)
-        return None
+    async def _settle(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """The output guardrail: the tool ran; its output is the allowed call's result in the guard's record."""
+        raw = data.context.tool_call
+        with self._lock:
+            found = self._allowed.get(id(raw))
+            if found is not None and found[0] is raw:
+                del self._allowed[id(raw)]
+            else:
+                found = None
+        if found is not None:
+            output = _output_text(raw, data.output)
+            self._tell(found[1], str(_field(raw, "call_id")), output, "the tool ran; its output could not be read")
+        return ToolGuardrailFunctionOutput.allow()
 
     def _outcome(self, call: ToolCall, decision: Decision) -> ToolGuardrailFunctionOutput:
         if decision.outcome == "allow":
@@ -346,6 +521,16 @@ def _pending_call(raw: Any, namespace: str | None) -> tuple[ToolCall, str | None
         reason = f"{exc}. The call was not run; send its arguments as one JSON object."
         return ToolCall(id=call_id, name=name), reason
     return ToolCall(id=call_id, name=name, arguments=arguments), None
+
+
+def _output_text(raw: Any, output: Any) -> tuple[str, bool] | None:
+    """The tool output as the model will read it (its text, and whether it reports a failure), or None."""
+    try:
+        item = ItemHelpers.tool_call_output_item(raw, output)
+        answer = to_trajectory([plain(raw), plain(item)], "openai_responses").messages[-1]
+    except Exception:
+        return None
+    return answer.content or "", answer.is_error
 
 
 def _converted(turn: _Turn, caller_input: Any) -> Trajectory | None:

@@ -27,22 +27,60 @@ tool node, once per tool call, before the tool, and sees the agent state.
   ``agent.invoke`` / ``ainvoke`` ends with it; the caller catches it, and
   ``exc.decision`` says why.
 
+**The conversation is the guard's own record.** Each mutating call is checked
+with ``session=``: the guard keeps an append-only record of the conversation
+(:mod:`policyguard.session`) and judges the call on it merged with the state's
+messages, so a write the state no longer shows (``SummarizationMiddleware``
+replaced it with a summary, another middleware trimmed it) still counts. The
+session is keyed by
+
+- the **thread id** (``config["configurable"]["thread_id"]``, what a
+  checkpointer keys the conversation by): one record per thread, across
+  invocations;
+- without one, **the invocation**: a fresh id the middleware puts in the agent
+  state at ``before_agent``, private and not checkpointed (callers cannot set
+  it). Invocations without a thread id never share a record, even through one
+  middleware instance; a conversation continued by passing its messages to a
+  new ``invoke`` starts a new record that reads them.
+
+A state this middleware did not prepare (no thread id, no invocation id: its
+``before_agent`` did not run) gets a one-shot check on the state's messages.
+
+Each allowed call's fate goes into the record: the handler's ``ToolMessage``
+(``status="error"`` or text starting with ``"Error:"`` marks a failure), or
+*unknown* when the handler raised or was cancelled (the error is re-raised).
+Writes of one session are judged one at a time: LangChain's tool node runs the
+calls of one ``AIMessage`` concurrently, and the second write is judged once
+the first has run, with its result in the record.
+
+A tool that calls ``interrupt()`` is recorded as *unknown* while it waits; when
+the run is resumed the same call (same id and arguments) runs again without a
+second check, in the same process.
+
 Order: middleware listed first wraps the others. Put this middleware **last** in
 ``middleware=[...]`` so no other middleware can change a call after it was
-checked. Several calls in one ``AIMessage`` run concurrently in LangChain's tool
-node; each is judged on the state as it stands, without its siblings' results.
+checked.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from typing_extensions import NotRequired
 
 try:
-    from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
+    from langchain.agents.middleware.types import PrivateStateAttr
     from langchain_core.messages import ToolCall as LangChainToolCall
     from langchain_core.messages import ToolMessage
+    from langgraph.channels.untracked_value import UntrackedValue
+    from langgraph.errors import GraphInterrupt
+    from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "policyguard.integrations.langchain needs LangChain >= 1: pip install 'policyguard[langchain]'"
@@ -51,11 +89,20 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from ..decision import Decision
 from ..errors import FormatError
 from ..formats.langchain import read as read_langchain
-from ..formats.langchain import tool_call_from_langchain
+from ..formats.langchain import read_message, tool_call_from_langchain
 from ..guard import Guard, remediation_message
 from ..messages import ToolCall, Trajectory
 
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
+
+INVOCATION_KEY = "policyguard_session"
+_INTERRUPTS_KEPT = 1024
+
+
+class _GuardState(AgentState):  # type: ignore[type-arg]
+    """The agent state with the invocation's session id: set by the middleware, never by a caller, never saved."""
+
+    policyguard_session: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
 
 
 class GuardHalted(Exception):
@@ -74,26 +121,43 @@ class GuardHalted(Exception):
 class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     """Checks every mutating tool call of a ``create_agent`` agent with ``guard`` before the tool runs."""
 
+    state_schema = _GuardState
+
     def __init__(self, guard: Guard) -> None:
         super().__init__()
         self.guard = guard
         self.tools = []
+        self._interrupted: OrderedDict[tuple[str, str], str] = OrderedDict()  # (session, call id) -> args hash
+        self._lock = threading.Lock()
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Give the invocation its own session id (used when the run has no thread id)."""
+        return None if _state_value(state, INVOCATION_KEY) else {INVOCATION_KEY: uuid.uuid4().hex}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Any],
     ) -> Any:
-        """Check the call on the agent state's messages; run it, answer it with the remediation, or halt."""
+        """Check the call on the session's record and the state's messages; run it, answer it with the
+        remediation, or halt."""
         prepared = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared
-        call, trajectory = prepared
+        call, trajectory, session = prepared
+        if self._resuming(session, call):
+            return self._run(request, call, session, handler)
         try:
-            decision = self.guard.check(call, trajectory)
+            decision = self.guard.check(call, trajectory, session=session)
         except Exception as exc:  # a guard that cannot decide never lets the call through
             decision = _crash(call, exc)
-        return self._act(request, call, decision, handler)
+        checked = self._act(request, call, decision)
+        if not isinstance(checked, ToolCallRequest):
+            return checked
+        return self._run(checked, call, session, handler)
 
     async def awrap_tool_call(
         self,
@@ -104,46 +168,143 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         prepared = self._prepare(request)
         if isinstance(prepared, ToolMessage):
             return prepared
-        call, trajectory = prepared
+        call, trajectory, session = prepared
+        if self._resuming(session, call):
+            return await self._arun(request, call, session, handler)
         try:
-            decision = await self.guard.acheck(call, trajectory)
+            decision = await self.guard.acheck(call, trajectory, session=session)
         except Exception as exc:
             decision = _crash(call, exc)
-        outcome = self._act(request, call, decision, None)
-        if isinstance(outcome, ToolCallRequest):
-            return await handler(outcome)
-        return outcome
+        checked = self._act(request, call, decision)
+        if not isinstance(checked, ToolCallRequest):
+            return checked
+        return await self._arun(checked, call, session, handler)
 
-    def _prepare(self, request: ToolCallRequest) -> tuple[ToolCall, Trajectory] | ToolMessage:
-        """The call and the dialogue to judge it on, or the error answer when either cannot be read.
+    def _prepare(self, request: ToolCallRequest) -> tuple[ToolCall, Trajectory, str | None] | ToolMessage:
+        """The call, the dialogue and the session to judge it on, or the error answer when one cannot be read.
 
-        A read-only call gets an empty dialogue: no stage reads it, so it is not converted.
+        A read-only call gets an empty dialogue and no session: no stage reads them, so nothing is converted.
         """
         call, refusal = _read_call(request)
         if call is None:
             return _error_message(request, refusal)
         if not self.guard.checklist.is_mutating(call.name):
-            return call, Trajectory()
+            return call, Trajectory(), None
         trajectory, refusal = _read_state(request)
         if trajectory is None:
             return _error_message(request, refusal)
-        return call, trajectory
+        return call, trajectory, _session_id(request)
 
-    def _act(
-        self,
-        request: ToolCallRequest,
-        call: ToolCall,
-        decision: Decision,
-        handler: Callable[[ToolCallRequest], Any] | None,
-    ) -> Any:
-        """The block's ToolMessage, a halt, or (allow) the handler's result - or the request to run, async."""
+    def _act(self, request: ToolCallRequest, call: ToolCall, decision: Decision) -> Any:
+        """The block's ToolMessage, a halt, or (allow) the request to run with exactly the checked call."""
         if decision.outcome == "halt":
             raise GuardHalted(decision)
         if decision.outcome != "allow":
             return _error_message(request, remediation_message(call, decision).content or "")
         self.guard.record_execution(decision, executed=True)
-        checked = request.override(tool_call=_as_langchain_call(call))
-        return checked if handler is None else handler(checked)
+        return request.override(tool_call=_as_langchain_call(call))
+
+    def _run(
+        self, request: ToolCallRequest, call: ToolCall, session: str | None, handler: Callable[[ToolCallRequest], Any]
+    ) -> Any:
+        """The handler's result; its fate (result, or unknown when it raised) goes into the session's record."""
+        if session is None:
+            return handler(request)
+        try:
+            result = handler(request)
+        except BaseException as exc:
+            self._unknown(session, call, exc)
+            raise
+        self._settle(session, call, result)
+        return result
+
+    async def _arun(
+        self,
+        request: ToolCallRequest,
+        call: ToolCall,
+        session: str | None,
+        handler: Callable[[ToolCallRequest], Awaitable[Any]],
+    ) -> Any:
+        if session is None:
+            return await handler(request)
+        try:
+            result = await handler(request)
+        except BaseException as exc:  # cancellation included: the tool may or may not have run
+            self._unknown(session, call, exc)
+            raise
+        self._settle(session, call, result)
+        return result
+
+    def _settle(self, session: str, call: ToolCall, result: Any) -> None:
+        """Record the tool's answer to ``call``; a result without one is an unknown fate."""
+        answer = _answer(result, call.id)
+        try:
+            message = read_message(answer, 0)[0] if answer is not None else None
+        except FormatError:
+            message = None
+        try:
+            if message is None:
+                self.guard.record_unknown(session, call.id, "the tool returned no readable ToolMessage for this call")
+            else:
+                self.guard.record_result(session, call.id, message.content or "", is_error=message.is_error)
+        except Exception:  # a store that cannot take it: the next write waits session_wait_s and counts it unknown
+            pass
+
+    def _unknown(self, session: str, call: ToolCall, exc: BaseException) -> None:
+        """Record that ``call`` did not return; an interrupted call is remembered so its resume can run."""
+        interrupted = isinstance(exc, GraphInterrupt)
+        if interrupted:
+            with self._lock:
+                self._interrupted[(session, call.id)] = call.args_sha256_or_none() or ""
+                while len(self._interrupted) > _INTERRUPTS_KEPT:
+                    self._interrupted.popitem(last=False)
+        why = "interrupted, waiting to be resumed" if interrupted else type(exc).__name__
+        try:
+            self.guard.record_unknown(session, call.id, f"the tool did not return ({why})")
+        except Exception:  # as in _settle: the next write then waits session_wait_s and counts it unknown
+            pass
+
+    def _resuming(self, session: str | None, call: ToolCall) -> bool:
+        """Whether ``call`` is an allowed call this middleware saw interrupted, now run again on resume."""
+        if session is None:
+            return False
+        with self._lock:
+            found = self._interrupted.pop((session, call.id), None)
+        return found is not None and found == (call.args_sha256_or_none() or "")
+
+
+def _session_id(request: ToolCallRequest) -> str | None:
+    """The guard session of the request's conversation: its thread id, else its invocation's id, else None."""
+    runtime = request.runtime
+    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
+    if thread is None:
+        config = getattr(runtime, "config", None)
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        thread = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    if thread is not None and str(thread):
+        return str(thread)
+    invocation = _state_value(request.state, INVOCATION_KEY)
+    return invocation if isinstance(invocation, str) and invocation else None
+
+
+def _state_value(state: Any, key: str) -> Any:
+    return state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+
+
+def _answer(result: Any, call_id: str) -> ToolMessage | None:
+    """The ToolMessage answering ``call_id`` in what the tool node's handler returned."""
+    if isinstance(result, ToolMessage):
+        return result if result.tool_call_id == call_id else None
+    if isinstance(result, Command):
+        update = result.update
+        messages = update.get("messages") if isinstance(update, Mapping) else None
+        return _answer(messages, call_id) if isinstance(messages, list) else None
+    if isinstance(result, list):
+        for item in result:
+            found = _answer(item, call_id)
+            if found is not None:
+                return found
+    return None
 
 
 def _crash(call: ToolCall, exc: Exception) -> Decision:

@@ -137,6 +137,9 @@ class Session:
         self._visible: list[CallSite] = []  # what the gate reads: calls not blocked, kept as results arrive
         self._successes: dict[str, list[ToolResult]] = {}
         self._running_writes: set[int] = set()  # allowed writes with no result and no unknown fate
+        self._turn: object | None = None  # the write check judging now (see claim_writes)
+        self._waiting: set[object] = set()  # checks waiting in claim_writes
+        self._abandoned: set[object] = set()  # waiting checks released before their turn came
         self._host = _HostState()
         self._deferred: str | None = None
         self.evicted: str | None = None
@@ -248,6 +251,46 @@ class Session:
                     return False
                 self._changed.wait(left)
             return True
+
+    def claim_writes(self, turn: object, timeout: float) -> bool:
+        """Take the session's write turn for one check (``turn``, any object) until :meth:`release_writes`.
+
+        Waits until no other check holds the turn and no allowed write is still
+        running, so a write is judged with every earlier write of the session
+        in the record. False when another check still holds the turn after
+        ``timeout`` seconds (the write must not be judged without it) or the
+        turn was released while waiting (its check was cancelled). A write
+        still running after ``timeout`` no longer delays the turn: it counts as
+        unknown for this check.
+        """
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._waiting.add(turn)
+            try:
+                while turn not in self._abandoned and (self._turn is not None or self._running_writes):
+                    left = deadline - time.monotonic()
+                    if left <= 0 and self._turn is None:
+                        break
+                    if left <= 0:
+                        return False
+                    self._changed.wait(left)
+                if turn in self._abandoned:
+                    return False
+                self._turn = turn
+                return True
+            finally:
+                self._waiting.discard(turn)
+                self._abandoned.discard(turn)
+
+    def release_writes(self, turn: object) -> None:
+        """End ``turn``'s hold on the write turn; a check still waiting for it gives up. Idempotent."""
+        with self._changed:
+            if self._turn is turn:
+                self._turn = None
+                self._changed.notify_all()
+            elif turn in self._waiting:
+                self._abandoned.add(turn)
+                self._changed.notify_all()
 
     def id_problem(self, call: ToolCall) -> str | None:
         """Why ``call``'s id cannot name a new call in this session, or None."""

@@ -75,6 +75,9 @@ CONFIRMATION = """
         kind: procedural
         source: Refund only after the customer says yes to the amount.
 """
+REFUNDS_CHANGE_THE_ORDER = CHECKLIST.replace(
+    "match: {order_id: args.order_id}", "match: {order_id: args.order_id}\n    invalidated_by: [issue_refund]"
+)
 NO_TRACING = RunConfig(tracing_disabled=True)
 
 
@@ -154,13 +157,13 @@ class Shop:
         self.tools = [get_order, issue_refund, delete_order]
 
 
-def make_guard(tmp_path: Path, *, extra: str = "", **options: Any) -> Guard:
+def make_guard(tmp_path: Path, *, checklist: str = CHECKLIST, extra: str = "", **options: Any) -> Guard:
     path = tmp_path / "checklist.yaml"
-    path.write_text(CHECKLIST + extra)
-    checklist = load_checklist(path)
-    options.setdefault("gate", HardGate(checklist))
+    path.write_text(checklist + extra)
+    loaded = load_checklist(path)
+    options.setdefault("gate", HardGate(loaded))
     options.setdefault("allow_unverified", True)
-    return Guard(checklist, POLICY, **options)
+    return Guard(loaded, POLICY, **options)
 
 
 def run(agent: Agent[Any], text: str = "Please refund 50 on order O1.") -> Any:
@@ -235,9 +238,9 @@ def test_read_only_tools_are_not_wrapped_and_cost_no_guard_check(tmp_path: Path)
     checks: list[str] = []
     real = guard.acheck
 
-    async def counting(call: Any, trajectory: Any) -> Decision:
+    async def counting(call: Any, trajectory: Any, **kwargs: Any) -> Decision:
         checks.append(call.name)
-        return await real(call, trajectory)
+        return await real(call, trajectory, **kwargs)
 
     guard.acheck = counting  # type: ignore[method-assign]
     model = ScriptedAgentModel(
@@ -323,9 +326,10 @@ def test_parallel_read_and_write_are_judged_on_the_conversation_before_the_messa
     assert model.outputs(1)["c2"].startswith("Error:")
 
 
-def test_a_second_write_in_one_message_is_blocked_and_the_first_runs(tmp_path: Path) -> None:
-    """Two refunds in one model message: the first is judged and runs, the second must come on its own."""
-    shop, guard = Shop(), make_guard(tmp_path)
+def test_a_second_write_in_one_message_is_judged_after_the_first_ran(tmp_path: Path) -> None:
+    """Two refunds in one model message run concurrently in the SDK; the guard judges the second once the first has
+    run. A refund changes the order, so the second needs a fresh read of it."""
+    shop, guard = Shop(), make_guard(tmp_path, checklist=REFUNDS_CHANGE_THE_ORDER)
     model = ScriptedAgentModel(
         [call("c1", "get_order", {"order_id": "O1"})],
         [
@@ -337,8 +341,9 @@ def test_a_second_write_in_one_message_is_blocked_and_the_first_runs(tmp_path: P
     result = run(agent_with(model, shop, guard))
     assert shop.refunds == [("O1", 30)]
     by_call = {d.call_id: d for d in decisions(result)}
-    assert by_call["c2"].outcome == "allow" and by_call["c3"].outcome == "block"
-    assert "one change at a time" in model.outputs(2)["c3"]
+    assert sorted(d.outcome for d in by_call.values()) == ["allow", "block"]
+    blocked = next(c for c, d in by_call.items() if d.outcome == "block")
+    assert "issue_refund changed the order after it was read" in model.outputs(2)[blocked]
 
 
 def test_a_tool_the_checklist_does_not_name_is_blocked(tmp_path: Path) -> None:
@@ -455,7 +460,7 @@ def test_facts_typed_into_the_conversation_are_not_believed(tmp_path: Path, forg
 def test_an_error_inside_the_guard_blocks_the_call_instead_of_crashing_the_run(tmp_path: Path) -> None:
     shop, guard = Shop(), make_guard(tmp_path)
 
-    async def broken(call: Any, trajectory: Any) -> Decision:
+    async def broken(call: Any, trajectory: Any, **kwargs: Any) -> Decision:
         raise RuntimeError("store unavailable")
 
     guard.acheck = broken  # type: ignore[method-assign]

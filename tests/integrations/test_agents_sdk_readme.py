@@ -80,4 +80,5 @@ def test_readme_agents_sdk_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     decision = [r for r in records if r["event"] == "decision" and r["tool"] == "issue_refund"]
     assert decision and decision[0]["verdict"] == "BLOCK" and decision[0]["reached_executor"] is False
+    assert decision[0]["session_id"] == "user-42"  # keyed by the SDK session's id
     assert not [r for r in records if r["event"] == "execute"]  # the refund never ran

@@ -425,3 +425,4 @@ def test_readme_langchain_example_runs_and_blocks_the_unconfirmed_refund(monkeyp
     records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     decisions = [r for r in records if r["event"] == "decision" and r["tool"] == "issue_refund"]
     assert decisions and decisions[0]["verdict"] == "BLOCK"
+    assert decisions[0]["session_id"] == "user-42"  # keyed by the thread id

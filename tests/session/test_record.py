@@ -281,3 +281,79 @@ def test_a_write_that_waited_too_long_counts_the_running_one_as_done():
     both = [asked(first, second)]
     assert guard.check(first, Trajectory(messages=both), session=session).outcome == "allow"
     assert guard.check(second, Trajectory(messages=both), session=session).outcome == "block"
+
+
+class SlowGate:
+    """The checklist's gate, taking ``seconds`` per check: the time a verifier model would take."""
+
+    def __init__(self, guard: Guard, seconds: float) -> None:
+        self.inner, self.seconds = guard.gate, seconds
+
+    def check(self, call: ToolCall, trajectory: Any, context: Any) -> Any:
+        time.sleep(self.seconds)
+        assert self.inner is not None
+        return self.inner.check(call, trajectory, context)
+
+
+def test_two_writes_checked_at_the_same_time_are_judged_one_after_the_other():
+    """Two credits of one message checked in parallel: the second is judged once the first ran, so one is sent."""
+    guard = make_guard()
+    guard.gate = SlowGate(guard, 0.2)
+    session = guard.session()
+    calls = [credit("c1"), credit("c2")]
+    both = Trajectory(messages=[asked(*calls)])
+    start = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def check_and_run(pending: ToolCall) -> None:
+        start.wait()
+        outcomes[pending.id] = guard.check(pending, both, session=session).outcome
+        if outcomes[pending.id] == "allow":
+            guard.record_result(session, pending.id, '{"ok": true}')
+
+    threads = [threading.Thread(target=check_and_run, args=(pending,)) for pending in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(outcomes.values()) == ["allow", "block"]
+
+
+def test_a_write_whose_turn_does_not_come_in_time_is_blocked_not_judged_without_the_other():
+    guard = make_guard(session_wait_s=0.05)
+    guard.gate = SlowGate(guard, 0.5)
+    session = guard.session()
+    first = threading.Thread(
+        target=guard.check, args=(credit("c1"), Trajectory(messages=[asked(credit("c1"))])), kwargs={"session": session}
+    )
+    first.start()
+    time.sleep(0.1)  # c1 holds the session's turn while the gate judges it
+    guard.gate = guard.gate.inner  # the second check itself is quick
+    decision = guard.check(credit("c2"), Trajectory(messages=[asked(credit("c2"))]), session=session)
+    first.join(5)
+    assert decision.outcome == "block"
+    assert "another change in this conversation is still being checked" in (decision.message or "")
+
+
+def test_a_cancelled_async_check_leaves_the_sessions_turn_free():
+    import asyncio
+
+    guard = make_guard(session_wait_s=5)
+    guard.gate = SlowGate(guard, 0.3)
+    session = guard.session()
+
+    async def scenario() -> float:
+        holder = asyncio.create_task(guard.acheck(credit("c1"), [asked(credit("c1"))], session=session))
+        await asyncio.sleep(0.1)
+        waiter = asyncio.create_task(guard.acheck(credit("c2"), [asked(credit("c2"))], session=session))
+        await asyncio.sleep(0.05)
+        waiter.cancel()  # cancelled while it waits for c1's turn
+        assert (await holder).outcome == "allow"
+        guard.record_result(session, "c1", "Error: refused", is_error=True)
+        guard.gate = guard.gate.inner
+        started = time.monotonic()
+        third = await guard.acheck(credit("c3"), [asked(credit("c3"))], session=session)
+        assert third.outcome == "allow"
+        return time.monotonic() - started
+
+    assert asyncio.run(scenario()) < 2  # the cancelled check holds no turn: c3 did not wait for it
