@@ -237,21 +237,6 @@ class Session:
                 if site.judged == "allow" and site.result is None and self._is_mutating(site.call.name)
             ]
 
-    def wait_for_writes(self, timeout: float) -> bool:
-        """Wait until no allowed write of this session is still running (fate neither known nor unknown).
-
-        True when none is; False after ``timeout`` seconds (the running write
-        then counts as unknown for the check that waited).
-        """
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while self._running_writes:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
-            return True
-
     def claim_writes(self, turn: object, timeout: float) -> bool:
         """Take the session's write turn for one check (``turn``, any object) until :meth:`release_writes`.
 
