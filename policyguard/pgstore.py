@@ -30,8 +30,8 @@ Which guarantees of the database carry which promise, and why these:
   (:mod:`policyguard.session.sql`): an append first takes a transaction-scoped
   advisory lock on the session id, so appends to one session run one after the
   other and appends to different sessions do not wait for each other; the
-  primary key ``(session_id, seq)`` backs it up. A read runs in one REPEATABLE
-  READ snapshot, so it never sees a session half-evicted.
+  primary key ``(session_id, seq)`` backs it up. A read is one statement (one
+  snapshot), so it never sees a session half-evicted.
 - No deadlocks by construction: every transaction takes its locks in the order
   captures row, effects row, claimed row (a session append: its session's
   lock, then only locks it can take without waiting). Should the server still report a
@@ -336,8 +336,7 @@ class PostgresStore:
 
     def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
         now = float(self._clock())
-        with self._conn() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        with self._conn() as conn:
             return session_sql.read(conn, _SESSIONS, self.session_limits, session_id, after, now)
 
     # -- NonceStore ----------------------------------------------------------

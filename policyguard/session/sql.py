@@ -14,8 +14,8 @@ A store runs :func:`append` in one write transaction that no other writer of
 the same session can interleave with (SQLite: ``BEGIN IMMEDIATE``, one writer
 for the whole file; PostgreSQL: a transaction-scoped advisory lock on the
 session id, :attr:`Dialect.lock`). So the next number is ``last_seq + 1``, the
-primary key only backs that up, and an append is wholly there or absent. It
-runs :func:`read` in one snapshot, so a record is never read half-evicted.
+primary key only backs that up, and an append is wholly there or absent.
+:func:`read` is one statement, so a record is never read half-evicted.
 
 Limits are :class:`~.store.SessionLimits`, as in the memory store. A session
 past retention reads as evicted at once; its rows go, and its tombstone is
@@ -43,6 +43,15 @@ _STATE = (
     "SELECT s.last_seq, s.written_at, t.session_id FROM (SELECT ? AS id) q "
     "LEFT JOIN sessions s ON s.session_id = q.id "
     "LEFT JOIN session_tombstones t ON t.session_id = q.id"
+)
+
+
+_READ = (
+    "SELECT s.last_seq, s.written_at, t.session_id, e.seq, e.at, e.body FROM (SELECT ? AS id) q "
+    "LEFT JOIN sessions s ON s.session_id = q.id "
+    "LEFT JOIN session_tombstones t ON t.session_id = q.id "
+    "LEFT JOIN session_events e ON e.session_id = s.session_id AND e.seq > ? "
+    "ORDER BY e.seq"
 )
 
 
@@ -113,18 +122,20 @@ def append(
 def read(
     conn: Any, dialect: Dialect, limits: SessionLimits, session_id: str, after: int, now: float
 ) -> list[SessionEvent]:
-    """The session's events with ``seq > after``, in the caller's read snapshot; raises :class:`SessionEvicted`."""
+    """The session's events with ``seq > after``; raises :class:`SessionEvicted`.
+
+    One statement, so one snapshot (and one round trip): the session's state and its events agree.
+    """
     check_session_id(session_id)
-    state = _state(conn, dialect, session_id)
-    if state.tombstoned or (state.written_at is not None and limits.expired(state.written_at, now)):
+    rows = conn.execute(dialect.sql(_READ), (session_id, max(after, 0))).fetchall()
+    last_seq, written_at, tombstone = rows[0][:3]
+    if tombstone is not None or (written_at is not None and limits.expired(float(written_at), now)):
         raise evicted(session_id)
-    if state.last_seq is None or state.last_seq <= after:
-        return []
-    rows = conn.execute(
-        dialect.sql("SELECT seq, at, body FROM session_events WHERE session_id = ? AND seq > ? ORDER BY seq"),
-        (session_id, max(after, 0)),
-    ).fetchall()
-    return [SessionEvent.model_validate({**json.loads(body), "seq": seq, "at": at}) for seq, at, body in rows]
+    return [
+        SessionEvent.model_validate({**json.loads(body), "seq": seq, "at": at})
+        for _, _, _, seq, at, body in rows
+        if seq is not None
+    ]
 
 
 def _body(event: SessionEvent) -> str:
