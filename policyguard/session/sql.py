@@ -78,7 +78,7 @@ class _State:
     tombstoned: bool
 
 
-def evicted(session_id: str) -> SessionEvicted:
+def _evicted(session_id: str) -> SessionEvicted:
     return SessionEvicted(f"session {session_id!r} was evicted")
 
 
@@ -92,10 +92,10 @@ def append(
         conn.execute(dialect.sql(dialect.lock), (session_id,))
     state = _state(conn, dialect, session_id)
     if state.tombstoned:
-        return evicted(session_id)
+        return _evicted(session_id)
     if state.written_at is not None and limits.expired(state.written_at, now):
         _evict(conn, dialect, limits, [session_id], now)
-        return evicted(session_id)
+        return _evicted(session_id)
     have = state.last_seq or 0
     full = limits.room(session_id, have, len(events))
     if full is not None:
@@ -130,7 +130,7 @@ def read(
     rows = conn.execute(dialect.sql(_READ), (session_id, max(after, 0))).fetchall()
     last_seq, written_at, tombstone = rows[0][:3]
     if tombstone is not None or (written_at is not None and limits.expired(float(written_at), now)):
-        raise evicted(session_id)
+        raise _evicted(session_id)
     return [
         SessionEvent.model_validate({**json.loads(body), "seq": seq, "at": at})
         for _, _, _, seq, at, body in rows
