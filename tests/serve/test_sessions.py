@@ -182,7 +182,12 @@ def test_a_session_id_that_is_not_a_plain_id_is_refused_naming_the_field(make_cl
 def test_a_result_reported_for_an_allowed_call_is_recorded_once(make_client: Any, tmp_path: Path) -> None:
     client = credit_client(make_client, tmp_path)
     assert check(client, "call_1", "s1").json()["outcome"] == "allow"
-    report = {"session_id": "s1", "call_id": "call_1", "content": "Error: the payment service refused", "is_error": True}
+    report = {
+        "session_id": "s1",
+        "call_id": "call_1",
+        "content": "Error: the payment service refused",
+        "is_error": True,
+    }
     assert client.post("/v1/results", json=report).json() == {"recorded": True}
     assert client.post("/v1/results", json=report).json() == {"recorded": False}  # nothing waits for one now
     assert check(client, "call_2", "s1").json()["outcome"] == "allow"  # a failed credit does not count
