@@ -155,6 +155,7 @@ class Guarded:
 
     async def step(self, http: Any, i: int) -> None:
         body = json.loads(self.template.replace("T-1001", f"{self.prefix}-{i}"))
+        body.pop("session_id", None)  # each step is a conversation of its own; the README's figures are one-shot
         decision = _expect_allow(await http.post("/v1/check", json=body))
         run = {"call": body["call"], "grant": decision["grant"], "principal": body["principal"]}
         response = await http.post("/v1/execute", json=run)

@@ -26,8 +26,15 @@ Which guarantees of the database carry which promise, and why these:
 - *A claim is wholly there or absent*: the effect row and the ``claimed`` bump
   are one transaction; a process killed in the middle leaves neither (the server
   rolls back when the connection drops).
+- *A session's events are numbered 1, 2, ... without gaps or repeats*
+  (:mod:`policyguard.session.sql`): an append first takes a transaction-scoped
+  advisory lock on the session id, so appends to one session run one after the
+  other and appends to different sessions do not wait for each other; the
+  primary key ``(session_id, seq)`` backs it up. A read is one statement (one
+  snapshot), so it never sees a session half-evicted.
 - No deadlocks by construction: every transaction takes its locks in the order
-  captures row, effects row, claimed row. Should the server still report a
+  captures row, effects row, claimed row (a session append: its session's
+  lock, then only locks it can take without waiting). Should the server still report a
   deadlock, the claim fails as :class:`~policyguard.store.LedgerUnavailable`
   (``release_pending`` and the migration retry a few times first).
 
@@ -49,18 +56,21 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .session import sql as session_sql
+from .session.events import NewEvent, SessionEvent
+from .session.store import DEFAULT_MAX_EVENTS, DEFAULT_RETENTION_S, session_limits
 from .store import EFFECT_COLUMNS, EffectClaim, EffectRecord, LedgerUnavailable, effect_record, not_text
 
 if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # The claim as one server-side statement: the row lock on the captures row is held for
 # microseconds of server time, not for several client round trips, so claims on one hot
@@ -134,10 +144,29 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             _CLAIM_FUNCTION,
         ),
     ),
+    (
+        2,
+        (
+            "CREATE TABLE sessions (session_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL,"
+            " written_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX sessions_by_written ON sessions (written_at)",
+            "CREATE TABLE session_events (session_id TEXT NOT NULL, seq BIGINT NOT NULL,"
+            " at DOUBLE PRECISION NOT NULL, body TEXT NOT NULL, PRIMARY KEY (session_id, seq))",
+            "CREATE TABLE session_tombstones (session_id TEXT PRIMARY KEY, evicted_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX session_tombstones_by_age ON session_tombstones (evicted_at)",
+        ),
+    ),
 )
 # pg_advisory_xact_lock key serialising migrations of every PolicyGuard store in one database.
 _MIGRATION_LOCK = 0x706F6C6779  # "polgy"
 _RETRIES = 5
+# The first key of every session lock (pg_advisory_xact_lock(int, int)); the second is the id's hash.
+_SESSION_LOCKS = 0x70675373  # "pgSs"
+_SESSIONS = session_sql.Dialect(
+    param="%s",
+    lock=f"SELECT pg_advisory_xact_lock({_SESSION_LOCKS}, hashtext(?))",
+    try_lock=f"SELECT pg_try_advisory_xact_lock({_SESSION_LOCKS}, hashtext(?))",
+)
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _SELECT_EFFECT = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE idempotency_key = %s"
@@ -163,6 +192,9 @@ class PostgresStore:
     opening, ``timeout_s`` bounds waiting for a pooled connection, a statement
     and a lock. An unreachable server raises :class:`LedgerUnavailable` here.
     ``schema`` (lower-case letters, digits, ``_``) puts the tables in that schema.
+    Session records are bounded by ``max_session_events``, ``session_retention_s``
+    and ``max_sessions`` (None: no count limit), as in
+    :class:`~policyguard.store.SQLiteStore`.
     Thread-safe; open one store per process (after a fork, never inherit one).
     """
 
@@ -176,6 +208,9 @@ class PostgresStore:
         timeout_s: float = 10.0,
         schema: str | None = None,
         clock: Callable[[], float] = time.time,
+        max_session_events: int = DEFAULT_MAX_EVENTS,
+        session_retention_s: float = DEFAULT_RETENTION_S,
+        max_sessions: int | None = None,
     ) -> None:
         if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema {schema!r}: use 1-63 lower-case letters, digits and '_'")
@@ -190,6 +225,9 @@ class PostgresStore:
             raise LedgerUnavailable(
                 "PostgresStore needs psycopg and psycopg_pool: pip install 'policyguard[postgres]'"
             ) from exc
+        self.session_limits = session_limits(
+            max_events=max_session_events, retention_s=session_retention_s, max_sessions=max_sessions
+        )
         self.url = redact(url)
         self.schema = schema
         self._clock = clock
@@ -285,6 +323,21 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool (every connection this store opened)."""
         self._pool.close(timeout=5.0)
+
+    # -- SessionStore --------------------------------------------------------
+
+    def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[SessionEvent]:
+        now = float(self._clock())
+        limits = self.session_limits
+        done = self._in_transaction(lambda conn: session_sql.append(conn, _SESSIONS, limits, session_id, events, now))
+        if isinstance(done, Exception):
+            raise done
+        return list(done)
+
+    def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
+        now = float(self._clock())
+        with self._conn() as conn:
+            return session_sql.read(conn, _SESSIONS, self.session_limits, session_id, after, now)
 
     # -- NonceStore ----------------------------------------------------------
 

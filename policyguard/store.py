@@ -1,7 +1,9 @@
 """Durable state for the executor: spent grant nonces, recorded denials, the effect ledger.
 
 Two small Protocols, :class:`NonceStore` and :class:`Ledger`, and one
-implementation of both, :class:`SQLiteStore`. The executor and the grant
+implementation of both, :class:`SQLiteStore`, which also keeps session records
+(:class:`~policyguard.session.SessionStore`, in the tables of
+:mod:`policyguard.session.sql`). The executor and the grant
 verifier depend on the Protocols only, so a deployment with several gateway
 processes on several hosts can swap in a shared database.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -29,8 +31,11 @@ from pydantic import BaseModel, ConfigDict
 
 from .errors import PolicyGuardError
 from .groupcommit import GroupCommitter
+from .session import sql as session_sql
+from .session.events import NewEvent, SessionEvent
+from .session.store import DEFAULT_MAX_EVENTS, DEFAULT_RETENTION_S, SessionStore, session_limits
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 T = TypeVar("T")
 
 EffectStatus = Literal["pending", "committed"]
@@ -125,8 +130,8 @@ class Ledger(Protocol):
 
 
 @runtime_checkable
-class Store(NonceStore, Ledger, Protocol):
-    """What ``open_store(url)`` returns: both contracts plus the operator's release and ``close``.
+class Store(NonceStore, Ledger, SessionStore, Protocol):
+    """What ``open_store(url)`` returns: the three contracts plus the operator's release and ``close``.
 
     Implemented by :class:`SQLiteStore` and :class:`policyguard.pgstore.PostgresStore`.
     """
@@ -215,6 +220,24 @@ CREATE TABLE IF NOT EXISTS claimed (
     transaction_id TEXT PRIMARY KEY,
     amount REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL,
+    written_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_written ON sessions (written_at);
+CREATE TABLE IF NOT EXISTS session_events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS session_tombstones (
+    session_id TEXT PRIMARY KEY,
+    evicted_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_tombstones_by_age ON session_tombstones (evicted_at);
 """
 
 EFFECT_FIELDS: tuple[str, ...] = tuple(EffectRecord.model_fields)
@@ -246,9 +269,16 @@ class SQLiteStore:
       Reads of effects in this store wait for deferred completions first.
     - It implements :class:`SpendAndClaim`: nonce, deny record and effect claim
       in one transaction.
+    - Session records (:meth:`append_events`, :meth:`session_events`), bounded
+      by ``max_session_events``, ``session_retention_s`` and ``max_sessions``
+      (None: no count limit; retention bounds them), as
+      :class:`~policyguard.session.MemorySessionStore` is. An append is one
+      ``BEGIN IMMEDIATE`` transaction, so processes sharing the file number a
+      session's events without gaps or repeats.
 
-    Schema: versioned with ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a
-    file written by a newer schema is refused rather than misread.
+    Schema: versioned with ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`; 2
+    added the session tables, created in a version 1 file when it is opened);
+    a file written by a newer schema is refused rather than misread.
 
     Several gateway processes on several hosts share a
     :class:`policyguard.pgstore.PostgresStore` instead (same contract, chosen
@@ -264,6 +294,9 @@ class SQLiteStore:
         clock: Callable[[], float] = time.time,
         group_commit: bool = False,
         defer_completion: bool = False,
+        max_session_events: int = DEFAULT_MAX_EVENTS,
+        session_retention_s: float = DEFAULT_RETENTION_S,
+        max_sessions: int | None = None,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError("synchronous must be 'FULL' or 'NORMAL'")
@@ -272,6 +305,9 @@ class SQLiteStore:
         if defer_completion and not group_commit:
             raise ValueError("defer_completion needs group_commit=True: the deferred write rides in a shared batch")
         self.defer_completion = defer_completion
+        self.session_limits = session_limits(
+            max_events=max_session_events, retention_s=session_retention_s, max_sessions=max_sessions
+        )
         self.path = str(path)
         self.synchronous = synchronous
         self.busy_timeout_ms = busy_timeout_ms
@@ -381,6 +417,21 @@ class SQLiteStore:
             self._all.clear()
             self._shared = None
             self._local = threading.local()
+
+    # -- SessionStore --------------------------------------------------------
+
+    def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[SessionEvent]:
+        now = float(self._clock())
+        limits = self.session_limits
+        done = self._write(lambda conn: session_sql.append(conn, session_sql.SQLITE, limits, session_id, events, now))
+        if isinstance(done, Exception):
+            raise done
+        return done
+
+    def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
+        now = float(self._clock())
+        with self._tx(immediate=False) as conn:
+            return session_sql.read(conn, session_sql.SQLITE, self.session_limits, session_id, after, now)
 
     # -- NonceStore ----------------------------------------------------------
 

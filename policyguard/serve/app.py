@@ -12,6 +12,9 @@ Answers, and what a client does with them:
   call): ``{"error": ..., "field": ...}``, one line. ``401`` without the bearer
   token. ``500``/``503``: nothing was decided. Anything but a 200 ``allow``
   means: do not run the call.
+* ``POST /v1/results`` (a call's fate, for a session): ``200 {"recorded": ...}``;
+  ``409`` when the session's record is gone or full; ``503`` when the store
+  cannot be reached (nothing was recorded).
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..decision import decision_json
 from ..errors import FormatError
 from ..limits import call_problem
+from ..session import SessionError
+from ..store import LedgerUnavailable
 from .auth import authorized
-from .body import BadRequest, CheckRequest, ExecuteRequest, parse_json, parse_model, surrogate_problem
+from .body import BadRequest, CheckRequest, ExecuteRequest, ResultReport, parse_json, parse_model, surrogate_problem
 from .metrics import CONTENT_TYPE, Metrics
 from .openapi import openapi_document
 from .rebinding import HostCheck
@@ -136,6 +141,16 @@ def _read_trajectory(payload: CheckRequest) -> Any:
         raise BadRequest(422, message, field="trajectory") from None
 
 
+def _record_fate(service: Service, report: ResultReport) -> bool:
+    """Tell the session what became of the call; False when no call of that id waits for a result."""
+    session = service.session(report.session_id)
+    session.sync()  # another replica may have judged the call
+    if report.unknown is not None:
+        return session.record_unknown(report.call_id, report.unknown)
+    assert report.content is not None
+    return session.record_result(report.call_id, report.content, is_error=report.is_error)
+
+
 def create_app(service: Service) -> Starlette:
     """The app for one server process; every route shares ``service``."""
     config = service.config
@@ -164,16 +179,32 @@ def create_app(service: Service) -> Starlette:
         call = _read_call(payload.call)
         request_id = uuid.uuid4().hex
         guard = service.guard(payload.principal, request_id)
+        session = service.session(payload.session_id) if payload.session_id is not None else None
         started = time.perf_counter()
+
+        def decide() -> Any:
+            return guard.check(call, trajectory, session=session)
+
         try:
             with anyio.fail_after(config.decision_timeout_s):
-                decision = await anyio.to_thread.run_sync(guard.check, call, trajectory, abandon_on_cancel=True)
+                decision = await anyio.to_thread.run_sync(decide, abandon_on_cancel=True)
         except TimeoutError:  # the thread may still finish; its answer is never sent, so no grant leaves
             metrics.timeout()
             message = f"no decision within {config.decision_timeout_s:g} s; do not run the call"
             return _error(503, message, headers={"X-Request-Id": request_id})
         metrics.decision(decision, time.perf_counter() - started)
         return _JSON(decision_json(decision), headers={"X-Request-Id": request_id})
+
+    async def results(request: Request) -> Response:
+        report: ResultReport = parse_model(ResultReport, parse_json(await _read_body(request, config.max_body_bytes)))
+        try:
+            recorded = await anyio.to_thread.run_sync(_record_fate, service, report)
+        except SessionError as exc:
+            return _error(409, f"the result was not recorded: {exc}", "session_id")
+        except LedgerUnavailable:
+            log.warning("results: the session store failed", exc_info=True)
+            return _error(503, "the session store cannot be reached; the result was not recorded")
+        return _JSON({"recorded": recorded})
 
     async def execute(request: Request) -> Response:
         executor = service.executor
@@ -240,6 +271,7 @@ def create_app(service: Service) -> Starlette:
 
     routes = [
         Route("/v1/check", route("/v1/check", check, protected=True), methods=["POST"]),
+        Route("/v1/results", route("/v1/results", results, protected=True), methods=["POST"]),
         Route("/v1/execute", route("/v1/execute", execute, protected=True), methods=["POST"]),
         Route("/.well-known/jwks.json", route("/.well-known/jwks.json", jwks), methods=["GET"]),
         Route("/healthz", route("/healthz", healthz), methods=["GET"]),

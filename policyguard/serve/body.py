@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .. import strictjson
 from ..formats import Format  # every format the readers know, so a new reader is served too
 from ..limits import value_problem
+from ..session.store import MAX_SESSION_ID
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_BODY_DEPTH = 96  # a message list, its content blocks, then a call's arguments (themselves limited to 64)
@@ -57,11 +58,74 @@ class CheckRequest(BaseModel):
     )
     system: str | None = Field(default=None, description="A separate system prompt (Anthropic style).")
     format: Format = Field(default="auto", description="The message format of 'trajectory'; detected by default.")
+    session_id: str | None = Field(
+        default=None,
+        max_length=MAX_SESSION_ID,
+        description="The conversation this call belongs to, as the client names it (printable, at most "
+        f"{MAX_SESSION_ID} characters). With it the guard keeps the conversation's record in the server's store, "
+        "shared by every replica: a write is judged on that record merged with 'trajectory' (a write the history "
+        "no longer shows still counts), and a deny is keyed by the session and the call id. Without it "
+        "(the default) the check is one-shot: 'trajectory' is all the guard knows, and a deny is keyed by the "
+        "call id alone, so one conversation's blocked call_5 refuses every other conversation's call_5. "
+        "Clients should send a session id.",
+    )
 
     @field_validator("principal")
     @classmethod
     def _plain_principal(cls, value: str | None) -> str | None:
         return _identifier(value, "principal")
+
+    @field_validator("session_id")
+    @classmethod
+    def _plain_session(cls, value: str | None) -> str | None:
+        return _identifier(value, "session id")
+
+
+class ResultReport(BaseModel):
+    """``POST /v1/results``: what became of a call ``/v1/check`` judged in a session.
+
+    The next check's history also carries results, and the session ingests
+    them; report here when the fate is known before (or never reaches) the
+    history: a result the host will not show, or a call whose fate is unknown.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    session_id: str = Field(max_length=MAX_SESSION_ID, description="The session_id the call was checked with.")
+    call_id: str = Field(max_length=MAX_SESSION_ID, description="The call's id (its newest unanswered call).")
+    content: str | None = Field(default=None, description="The call ran: the tool's result as the agent saw it.")
+    is_error: bool = Field(default=False, description="With content: the tool failed or refused.")
+    unknown: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="Instead of content: the call may or may not have run, and why (cancelled, timed out). "
+        "It then counts as done for rules that limit repetition, and is no fact until read again.",
+    )
+
+    @field_validator("session_id", "call_id")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        _identifier(value, "id")
+        return value
+
+    @model_validator(mode="after")
+    def _one_fate(self) -> ResultReport:
+        if (self.content is None) == (self.unknown is None):
+            raise ValueError("give exactly one of 'content' (the call ran) and 'unknown' (its fate is unknown)")
+        if self.unknown is not None and self.is_error:
+            raise ValueError("'is_error' goes with 'content': an unknown fate is not an error result")
+        return self
+
+
+class ResultAnswer(BaseModel):
+    """The answer to ``POST /v1/results``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recorded: bool = Field(
+        description="False when the session has no call of that id waiting for a result (already answered, "
+        "or never checked in this session): nothing was changed."
+    )
 
 
 class ExecuteRequest(BaseModel):

@@ -7,9 +7,10 @@ exactly as they do without the server.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..session import NewEvent, SessionError, SessionEvent
 from ..store import EffectClaim, EffectRecord
 from .metrics import Metrics
 
@@ -17,7 +18,8 @@ T = TypeVar("T")
 
 
 class MeteredStore:
-    """The server's view of the shared store: :class:`NonceStore` and :class:`Ledger`, counted."""
+    """The server's view of the shared store: :class:`NonceStore`, :class:`Ledger` and
+    :class:`~policyguard.session.SessionStore`, counted (an evicted or full session is an answer, not an error)."""
 
     def __init__(self, store: Any, metrics: Metrics) -> None:
         self.inner = store
@@ -26,6 +28,8 @@ class MeteredStore:
     def _run(self, operation: str, action: Callable[[], T]) -> T:
         try:
             return action()
+        except SessionError:
+            raise
         except Exception:
             self._metrics.store_error(operation)
             raise
@@ -42,6 +46,13 @@ class MeteredStore:
 
     def purge_expired(self, now: float) -> int:
         return self._run("purge_expired", lambda: int(self.inner.purge_expired(now)))
+
+    # SessionStore
+    def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[SessionEvent]:
+        return self._run("append_events", lambda: list(self.inner.append_events(session_id, events)))
+
+    def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
+        return self._run("session_events", lambda: list(self.inner.session_events(session_id, after)))
 
     # Ledger
     def begin_effect(

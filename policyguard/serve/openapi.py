@@ -9,7 +9,7 @@ from pydantic.json_schema import models_json_schema
 from .. import __version__
 from ..decision import Decision
 from ..executor import ExecutionResult
-from .body import CheckRequest, ErrorBody, ExecuteRequest
+from .body import CheckRequest, ErrorBody, ExecuteRequest, ResultAnswer, ResultReport
 
 _REF = "#/components/schemas/{model}"
 
@@ -26,8 +26,9 @@ def _errors(*codes: int) -> dict[str, Any]:
         415: "The body is not application/json.",
         422: "The body's shape, the dialogue or the call cannot be read; 'field' says where.",
         408: "The body did not arrive in time.",
+        409: "The session's record is gone (evicted: retention or size limits) or full: nothing was recorded.",
         500: "Nothing was decided: do not run the call.",
-        503: "No decision in time (--decision-timeout): do not run the call.",
+        503: "No decision in time (--decision-timeout), or the store cannot be reached: do not run the call.",
     }
     return {str(code): {"description": why[code], "content": _json("ErrorBody")} for code in codes}
 
@@ -36,6 +37,8 @@ def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
     _, defs = models_json_schema(
         [
             (CheckRequest, "validation"),
+            (ResultReport, "validation"),
+            (ResultAnswer, "serialization"),
             (ExecuteRequest, "validation"),
             (ErrorBody, "validation"),
             (Decision, "serialization"),
@@ -64,6 +67,20 @@ def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
                         "content": _json("Decision"),
                     },
                     **_errors(400, 401, 408, 413, 415, 422, 500, 503),
+                },
+            }
+        },
+        "/v1/results": {
+            "post": {
+                "summary": "Report what became of a call checked in a session",
+                "description": "The call ran (content, is_error) or its fate is unknown (unknown). The next check's "
+                "history carries results too, and the session takes them from there; report here a fate the "
+                "history will not show, or shows later.",
+                "security": [{"bearer": []}],
+                "requestBody": {"required": True, "content": _json("ResultReport")},
+                "responses": {
+                    "200": {"description": "Whether the session took it.", "content": _json("ResultAnswer")},
+                    **_errors(400, 401, 408, 409, 413, 415, 422, 503),
                 },
             }
         },

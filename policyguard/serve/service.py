@@ -3,6 +3,12 @@
 A request gets its own :class:`~policyguard.guard.Guard` over these shared,
 thread-safe parts, so its ``principal`` reaches the checks and the grant, and
 its trace events carry the principal, the replica and the request id.
+
+Session records live in the store (every replica reads them); the process
+keeps one :class:`~policyguard.session.Session` object per recent session id
+(:meth:`Service.session`), so a conversation's next request reads only the
+messages it adds. A check never waits for another request's write to finish
+(``session_wait_s=0``): a write of the session still running counts as done.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,6 +28,9 @@ from .keys import PublicKey, jwks, public_key, signing_key
 from .metered import MeteredStore
 from .metrics import Metrics
 from .rebinding import HostCheck
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session import Session
 
 DEFAULT_STORE = "sqlite:///:memory:"
 
@@ -83,7 +92,7 @@ class Service:
     """The shared parts of every request's guard, the store, the keys and the metrics."""
 
     config: ServeConfig
-    base: Any  # policyguard.guard.Guard: the loaded checklist, policy, gate and verifier
+    base: Any  # policyguard.guard.Guard: the loaded checklist, policy, gate and verifier; its sessions: the store
     store: MeteredStore
     trace: Trace
     issuer: Any | None  # policyguard.grants.GrantIssuer
@@ -95,6 +104,11 @@ class Service:
     @property
     def replica(self) -> str:
         return self.config.replica or f"pid-{os.getpid()}"
+
+    def session(self, session_id: str) -> Session:
+        """The process's object for session ``session_id``, over the record in the store."""
+        session: Session = self.base.session(session_id)
+        return session
 
     def guard(self, principal: str | None, request_id: str) -> Any:
         """A guard for one request, sharing every stateful part with the others."""
@@ -113,6 +127,8 @@ class Service:
             grants=self.issuer,
             unknown_tools=base.unknown_tools,
             denials=self.store,
+            sessions=base.sessions,
+            session_wait_s=0,
         )
 
     def jwks(self) -> dict[str, list[dict[str, str]]]:
@@ -132,7 +148,7 @@ def build_service(config: ServeConfig) -> Service:
     if config.max_body_bytes <= 0:
         raise ConfigError(f"--max-body-bytes must be positive, got {config.max_body_bytes}")
     HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)  # a bad name fails here
-    base = Guard.from_files(
+    loaded = Guard.from_files(
         policy=config.policy,
         checklist=config.checklist,
         model=config.model,
@@ -145,6 +161,17 @@ def build_service(config: ServeConfig) -> Service:
         raise ConfigError(f"{config.trace}: cannot open the trace file: {exc.strerror or exc}") from None
     metrics = Metrics()
     store = MeteredStore(open_store(config.store), metrics)
+    base = Guard(
+        loaded.checklist,
+        loaded.policy_text,
+        gate=loaded.gate,
+        verifier=loaded.verifier,
+        strict=loaded.strict,
+        allow_unverified=loaded.allow_unverified,
+        unknown_tools=loaded.unknown_tools,
+        sessions=store,
+        session_wait_s=0,
+    )
     issuer = None
     keys: list[PublicKey] = []
     if config.grant_key is not None:

@@ -9,6 +9,9 @@ sequence number. It is bounded (documented in the README, "Sessions"):
 * ``retention_s``: a session not written for that long is evicted;
 * ``max_sessions``: past it, the least recently written session is evicted.
 
+The limits are one :class:`SessionLimits` value, read the same way by every
+store (this in-memory one and the SQL tables of :mod:`.sql`).
+
 An evicted session leaves a tombstone, so asking for it again raises
 :class:`SessionEvicted` instead of starting an empty record that would forget
 the writes it held. Tombstones are bounded too (``max_tombstones``, oldest
@@ -22,7 +25,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, PolicyGuardError
 from .events import NewEvent, SessionEvent, numbered
@@ -45,6 +50,7 @@ class SessionFull(SessionError):
     """The session's record reached its event limit."""
 
 
+@runtime_checkable
 class SessionStore(Protocol):
     """Append-only session records shared by every guard (and replica) that uses the store."""
 
@@ -68,6 +74,48 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
+class SessionLimits(BaseModel):
+    """How much a session store keeps; the same rules for every store.
+
+    ``max_sessions`` None (the SQL stores' default) bounds sessions by
+    retention only. ``max_tombstones`` None keeps ten per session allowed
+    (100,000 without ``max_sessions``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_events: int = Field(DEFAULT_MAX_EVENTS, ge=1)
+    retention_s: float = Field(DEFAULT_RETENTION_S, gt=0, allow_inf_nan=False)
+    max_sessions: int | None = Field(DEFAULT_MAX_SESSIONS, ge=1)
+    max_tombstones: int | None = Field(None, ge=1)
+
+    @property
+    def tombstones(self) -> int:
+        """How many evicted session ids are remembered (the oldest are forgotten first)."""
+        if self.max_tombstones is not None:
+            return self.max_tombstones
+        return 10 * (self.max_sessions if self.max_sessions is not None else DEFAULT_MAX_SESSIONS)
+
+    def expired(self, written: float, now: float) -> bool:
+        """Whether a session last written at ``written`` is past retention at ``now``."""
+        return written < now - self.retention_s
+
+    def room(self, session_id: str, have: int, adding: int) -> SessionFull | None:
+        """The error an append of ``adding`` events to a session of ``have`` events is, or None when it fits."""
+        if have + adding <= self.max_events:
+            return None
+        return SessionFull(f"session {session_id!r} has {have} events; {adding} more would pass {self.max_events}")
+
+
+def session_limits(**values: object) -> SessionLimits:
+    """:class:`SessionLimits` from a store's keyword arguments; a bad value is a :class:`ConfigError`."""
+    try:
+        return SessionLimits.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"session limits: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
 class _Record:
     __slots__ = ("events", "written")
 
@@ -88,12 +136,13 @@ class MemorySessionStore:
         max_tombstones: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if max_events < 1 or max_sessions < 1 or not retention_s > 0:
-            raise ConfigError("max_events and max_sessions must be >= 1 and retention_s positive")
+        self.limits = session_limits(
+            max_events=max_events, retention_s=retention_s, max_sessions=max_sessions, max_tombstones=max_tombstones
+        )
         self.max_events = max_events
         self.retention_s = float(retention_s)
         self.max_sessions = max_sessions
-        self.max_tombstones = max_tombstones if max_tombstones is not None else 10 * max_sessions
+        self.max_tombstones = self.limits.tombstones
         self._clock = clock
         self._records: OrderedDict[str, _Record] = OrderedDict()  # least recently written first
         self._tombstones: OrderedDict[str, float] = OrderedDict()
@@ -107,11 +156,11 @@ class MemorySessionStore:
             if session_id in self._tombstones:
                 raise SessionEvicted(f"session {session_id!r} was evicted")
             record = self._records.get(session_id)
-            if record is not None and len(record.events) + len(events) > self.max_events:
-                raise SessionFull(f"session {session_id!r} has {len(record.events)} events (limit {self.max_events})")
-            if record is None and len(events) > self.max_events:
-                raise SessionFull(f"session {session_id!r} would have {len(events)} events (limit {self.max_events})")
-            added = numbered(list(events), len(record.events) if record is not None else 0, now)
+            have = len(record.events) if record is not None else 0
+            full = self.limits.room(session_id, have, len(events))
+            if full is not None:
+                raise full
+            added = numbered(list(events), have, now)
             if record is None:
                 record = self._records[session_id] = _Record(now)
                 while len(self._records) > self.max_sessions:
@@ -135,7 +184,7 @@ class MemorySessionStore:
     def _expire(self, now: float) -> None:
         while self._records:
             oldest, record = next(iter(self._records.items()))
-            if now - record.written <= self.retention_s:
+            if not self.limits.expired(record.written, now):
                 break
             self._evict(oldest, now)
 

@@ -25,6 +25,8 @@ psycopg = pytest.importorskip("psycopg", reason="the extra [postgres] is not ins
 
 from policyguard.pgstore import SCHEMA_VERSION, PostgresStore, drop_schema, redact  # noqa: E402
 
+ALL_VERSIONS = [(version,) for version in range(1, SCHEMA_VERSION + 1)]  # one row per migration applied
+
 
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[PostgresStore]:
@@ -54,9 +56,33 @@ def _dead_port() -> int:
 
 def test_the_schema_is_created_once_and_versioned(pg_url: str, pg: PostgresStore) -> None:
     PostgresStore(pg_url).close()  # opening again migrates nothing
-    assert _sql(pg_url, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    assert _sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == ALL_VERSIONS
     tables = {r[0] for r in _sql(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
-    assert tables == {"schema_version", "nonces", "denials", "effects", "captures", "claimed"}
+    assert tables == {"schema_version", "nonces", "denials", "effects", "captures", "claimed"} | {
+        "sessions",
+        "session_events",
+        "session_tombstones",
+    }
+
+
+def test_a_version_1_database_gains_the_session_tables_and_keeps_its_rows(pg_url: str) -> None:
+    """A store made before sessions existed: opening it migrates to the current version, nothing is lost."""
+    from policyguard.pgstore import _MIGRATIONS
+    from policyguard.session import NewEvent
+
+    with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for statement in dict(_MIGRATIONS)[1]:
+            conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute("INSERT INTO nonces (nonce, expires_at) VALUES ('old-nonce', 1e12)")
+    store = PostgresStore(pg_url)
+    try:
+        assert store.consume("old-nonce", 1e12) is False
+        assert [e.seq for e in store.append_events("s1", [NewEvent(kind="user", content="hi")])] == [1]
+    finally:
+        store.close()
+    assert _sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,), (SCHEMA_VERSION,)]
 
 
 def test_replicas_starting_together_migrate_once(pg_url: str) -> None:
@@ -76,12 +102,12 @@ def test_replicas_starting_together_migrate_once(pg_url: str) -> None:
         t.start()
     for t in threads:
         t.join(60)
-    assert errors == [] and _sql(pg_url, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    assert errors == [] and _sql(pg_url, "SELECT version FROM schema_version ORDER BY version") == ALL_VERSIONS
 
 
 def test_a_database_from_a_newer_policyguard_is_refused(pg_url: str, pg: PostgresStore) -> None:
     _sql(pg_url, "INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION + 1,))
-    with pytest.raises(LedgerUnavailable, match="schema version 2 is newer"):
+    with pytest.raises(LedgerUnavailable, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
         PostgresStore(pg_url)
 
 

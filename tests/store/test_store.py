@@ -105,6 +105,23 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         SQLiteStore(str(path))
 
 
+def test_a_version_1_file_gains_the_session_tables_and_keeps_its_rows(tmp_path: Path) -> None:
+    """A file written before sessions existed opens as the current version, its nonces still spent."""
+    from policyguard.session import NewEvent
+
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE nonces (nonce TEXT PRIMARY KEY, expires_at REAL NOT NULL)")
+        conn.execute("INSERT INTO nonces VALUES ('old-nonce', 1e12)")
+        conn.execute("PRAGMA user_version = 1")
+    store = SQLiteStore(str(path))
+    assert store.consume("old-nonce", 1e12) is False
+    assert [e.seq for e in store.append_events("s1", [NewEvent(kind="user", content="hi")])] == [1]
+    store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+
+
 def test_an_unopenable_store_raises_ledger_unavailable(tmp_path: Path) -> None:
     with pytest.raises(LedgerUnavailable):
         SQLiteStore(str(tmp_path / "missing-dir" / "s.db"))

@@ -1,0 +1,273 @@
+"""Sessions over HTTP: a `session_id` in the check request scopes deny-wins and keeps the conversation's record.
+
+Agents number their calls per conversation (``call_1``, ``call_2``...), so many
+conversations sent to one server use the same call ids. With a session id a
+deny is keyed by the session and the call id, and the guard judges each write
+on the conversation's own record, kept in the server's store where every
+replica reads it. Without one, a check is one-shot and a deny is keyed by the
+call id alone (the old behaviour, kept for clients that send no session id).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from policyguard.canonical import policy_version
+
+from .conftest import CHECKLIST, POLICY, Replica, store_urls, tool_call, unique
+
+TIMEOUT = httpx.Timeout(30.0)
+
+
+class Conversation:
+    """One agent's dialogue, sent one call at a time to `/v1/check` as a loop does (OpenAI Chat messages)."""
+
+    def __init__(self, client: httpx.Client, url: str, session_id: str | None, text: str) -> None:
+        self.client, self.url, self.session_id = client, url, session_id
+        self.history: list[dict[str, Any]] = [{"role": "user", "content": text}]
+
+    def step(self, call_id: str, tool: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
+        """Ask for one call; when allowed, the tool's result joins the history, else the guard's message does."""
+        call = tool_call(call_id, tool, args)
+        self.history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        body: dict[str, Any] = {"trajectory": self.history, "call": call}
+        if self.session_id is not None:
+            body["session_id"] = self.session_id
+        response = self.client.post(f"{self.url}/v1/check", json=body)
+        assert response.status_code == 200, response.text
+        decision: dict[str, Any] = response.json()
+        content = json.dumps(result) if decision["outcome"] == "allow" else decision["message"]
+        self.history.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        return decision
+
+
+def refund_conversation(conversation: Conversation, transaction: str, *, allowed: bool) -> dict[str, str]:
+    """call_1..call_3 read the refund's facts, call_4 asks for too much (always blocked), call_5 asks for 120."""
+    reads = [
+        ("get_refund_policy", {"transaction_id": transaction}, {"transaction_id": transaction, "refund_allowed": allowed}),
+        ("get_transaction", {"transaction_id": transaction}, {"transaction_id": transaction, "captured": 200, "currency": "USD"}),
+        ("get_approval", {"approval_id": ""}, {"approval_id": "", "status": "none"}),
+    ]  # fmt: skip
+    outcomes = {}
+    for number, (tool, args, result) in enumerate(reads, start=1):
+        outcomes[f"call_{number}"] = conversation.step(f"call_{number}", tool, args, result)["outcome"]
+    for number, amount in ((4, 900), (5, 120)):
+        args = {"transaction_id": transaction, "amount": amount, "currency": "USD", "idempotency_key": f"refund:{transaction}"}  # fmt: skip
+        decision = conversation.step(f"call_{number}", "issue_refund", args, {"status": "issued"})
+        outcomes[f"call_{number}"] = f"{decision['outcome']}:{decision['stage']}"
+    return outcomes
+
+
+EXPECTED = {"call_1": "allow", "call_2": "allow", "call_3": "allow", "call_4": "block:gate"}
+
+
+@pytest.fixture
+def server(tmp_path: Path, replicas: Any) -> Replica:
+    """One real server on the refund sandbox, with a SQLite file as its store."""
+    store = f"sqlite:///{tmp_path / 'guard.db'}"
+    return replicas("s", ["--policy", str(POLICY), "--checklist", str(CHECKLIST), "--store", store])
+
+
+def test_a_block_in_one_conversation_does_not_refuse_the_same_call_id_in_another(server: Replica) -> None:
+    """Conversation A's call_5 is blocked by the policy; B's and C's call_5 are allowed, as each alone would be."""
+    with httpx.Client(timeout=TIMEOUT) as client:
+        runs = {
+            name: refund_conversation(Conversation(client, server.url, f"conv-{name}-{unique()}", "refund please"),
+                                      unique(), allowed=name != "A")
+            for name in ("A", "B", "C")
+        }  # fmt: skip
+    assert runs["A"] == {**EXPECTED, "call_5": "block:gate"}
+    assert runs["B"] == runs["C"] == {**EXPECTED, "call_5": "allow:gate"}
+
+
+def test_without_a_session_id_a_deny_is_keyed_by_the_call_id_alone(server: Replica) -> None:
+    """The one-shot default: A's blocked call_5 makes B's call_5 'refused earlier'. Clients should send a session id."""
+    with httpx.Client(timeout=TIMEOUT) as client:
+        a = refund_conversation(Conversation(client, server.url, None, "refund please"), unique(), allowed=False)
+        b_conversation = Conversation(client, server.url, None, "refund please")
+        b = refund_conversation(b_conversation, unique(), allowed=True)
+    assert a["call_5"] == "block:gate"
+    assert b["call_5"] == "block:guard"
+    assert "refused earlier" in b_conversation.history[-1]["content"]
+
+
+# -- replicas share the record --------------------------------------------------------
+
+CREDIT_POLICY = "At most one goodwill credit per conversation.\n"
+CREDIT_CHECKLIST = textwrap.dedent(
+    f"""
+    policy: {{name: credits, version: "{policy_version(CREDIT_POLICY)}"}}
+    facts:
+      credits_sent:
+        tool: get_account
+        also: [send_credit]
+        match: {{}}
+        collect: calls
+    tools:
+      get_account: {{mutating: false}}
+      send_credit:
+        requirements:
+          - id: credit-once
+            text: At most one goodwill credit per conversation; a failed one does not count.
+            kind: data
+            source: At most one goodwill credit per conversation.
+            check: facts.credits_sent.filter(c, has(c.args.amount) && !c.error).size() == 0
+    """
+)
+
+
+def credit_files(tmp_path: Path) -> list[str]:
+    (tmp_path / "credits.md").write_text(CREDIT_POLICY)
+    (tmp_path / "credits.yaml").write_text(CREDIT_CHECKLIST)
+    return ["--policy", str(tmp_path / "credits.md"), "--checklist", str(tmp_path / "credits.yaml")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_url", store_urls(), indirect=True)
+def test_a_credit_allowed_on_one_replica_counts_on_the_other(tmp_path: Path, replicas: Any, store_url: str) -> None:
+    """The host forgot the first credit (it kept only the newest turn); replica b still has it from the store."""
+    files = credit_files(tmp_path)
+    a = replicas("a", [*files, "--store", store_url])
+    b = replicas("b", [*files, "--store", store_url])
+    session = f"conv-{unique()}"
+    first = tool_call("call_1", "send_credit", {"user_id": "u1", "amount": 50})
+    second = tool_call("call_2", "send_credit", {"user_id": "u1", "amount": 50})
+    with httpx.Client(timeout=TIMEOUT) as client:
+        asked = [{"role": "user", "content": "a credit please"}, {"role": "assistant", "tool_calls": [first]}]
+        allowed = client.post(f"{a.url}/v1/check", json={"trajectory": asked, "call": first, "session_id": session})
+        reported = client.post(
+            f"{a.url}/v1/results", json={"session_id": session, "call_id": "call_1", "content": '{"ok": true}'}
+        )
+        trimmed = [{"role": "user", "content": "another one"}, {"role": "assistant", "tool_calls": [second]}]
+        again = client.post(f"{b.url}/v1/check", json={"trajectory": trimmed, "call": second, "session_id": session})
+        other = client.post(
+            f"{b.url}/v1/check", json={"trajectory": trimmed, "call": second, "session_id": f"conv-{unique()}"}
+        )
+    assert allowed.json()["outcome"] == "allow" and reported.json() == {"recorded": True}
+    assert again.json()["outcome"] == "block" and "credit-once" in json.dumps(again.json()["requirements"])
+    assert other.json()["outcome"] == "allow"
+
+
+# -- in process: the request fields and the results endpoint ---------------------------
+
+
+def credit_client(make_client: Any, tmp_path: Path, **overrides: Any) -> Any:
+    files = credit_files(tmp_path)
+    return make_client(policy=Path(files[1]), checklist=Path(files[3]), grant_key=None, **overrides)
+
+
+def check(client: Any, call_id: str, session_id: str | None, tool: str = "send_credit", **extra: Any) -> Any:
+    call = tool_call(call_id, tool, {"user_id": "u1", "amount": 50} if tool == "send_credit" else {"user_id": "u1"})
+    body: dict[str, Any] = {"trajectory": [{"role": "assistant", "tool_calls": [call]}], "call": call, **extra}
+    if session_id is not None:
+        body["session_id"] = session_id
+    return client.post("/v1/check", json=body)
+
+
+@pytest.mark.parametrize("session_id", ["", " padded", "tab\there", "x" * 201, 42])
+def test_a_session_id_that_is_not_a_plain_id_is_refused_naming_the_field(make_client: Any, session_id: Any) -> None:
+    client = make_client()
+    body = {"trajectory": [], "call": tool_call("c1", "get_transaction", {}), "session_id": session_id}
+    response = client.post("/v1/check", json=body)
+    assert response.status_code == 422 and response.json()["field"] == "session_id"
+
+
+def test_a_result_reported_for_an_allowed_call_is_recorded_once(make_client: Any, tmp_path: Path) -> None:
+    client = credit_client(make_client, tmp_path)
+    assert check(client, "call_1", "s1").json()["outcome"] == "allow"
+    report = {
+        "session_id": "s1",
+        "call_id": "call_1",
+        "content": "Error: the payment service refused",
+        "is_error": True,
+    }
+    assert client.post("/v1/results", json=report).json() == {"recorded": True}
+    assert client.post("/v1/results", json=report).json() == {"recorded": False}  # nothing waits for one now
+    assert check(client, "call_2", "s1").json()["outcome"] == "allow"  # a failed credit does not count
+
+
+def test_an_unknown_fate_counts_the_call_as_done_and_the_block_says_so(make_client: Any, tmp_path: Path) -> None:
+    client = credit_client(make_client, tmp_path)
+    assert check(client, "call_1", "s1").json()["outcome"] == "allow"
+    report = {"session_id": "s1", "call_id": "call_1", "unknown": "the upstream timed out"}
+    assert client.post("/v1/results", json=report).json() == {"recorded": True}
+    decision = check(client, "call_2", "s1").json()
+    assert decision["outcome"] == "block" and "not known (the upstream timed out)" in decision["message"]
+
+
+def test_a_second_write_does_not_wait_for_the_first_ones_result(make_client: Any, tmp_path: Path) -> None:
+    """An HTTP check never blocks on another request: a write still running counts as done at once."""
+    import time
+
+    client = credit_client(make_client, tmp_path)
+    assert check(client, "call_1", "s1").json()["outcome"] == "allow"
+    started = time.monotonic()
+    assert check(client, "call_2", "s1").json()["outcome"] == "block"
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        {"session_id": "s1", "call_id": "call_1"},
+        {"session_id": "s1", "call_id": "call_1", "content": "ok", "unknown": "cancelled"},
+        {"session_id": "s1", "call_id": "call_1", "unknown": "cancelled", "is_error": True},
+        {"session_id": "s1", "call_id": "", "content": "ok"},
+        {"call_id": "call_1", "content": "ok"},
+    ],
+)
+def test_a_result_report_needs_a_session_a_call_and_exactly_one_fate(make_client: Any, report: Any) -> None:
+    assert make_client().post("/v1/results", json=report).status_code == 422
+
+
+def test_reporting_a_result_needs_the_token(make_client: Any) -> None:
+    client = make_client(token="s3cret-token-for-tests-0123456789")
+    report = {"session_id": "s1", "call_id": "call_1", "content": "ok"}
+    assert client.post("/v1/results", json=report).status_code == 401
+
+
+def test_a_session_the_store_evicted_blocks_writes_saying_the_record_is_gone(make_client: Any, tmp_path: Path) -> None:
+    """Another replica evicted it (retention): writes are blocked with the reason, reads pass, reports are refused."""
+    client = credit_client(make_client, tmp_path)
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        conn.execute("INSERT INTO session_tombstones (session_id, evicted_at) VALUES ('gone', 0)")
+    decision = check(client, "call_1", "gone").json()
+    assert decision["outcome"] == "block" and "no longer keeps the record of this conversation" in decision["message"]
+    assert check(client, "call_2", "gone", tool="get_account").json()["outcome"] == "allow"
+    report = client.post("/v1/results", json={"session_id": "gone", "call_id": "call_1", "content": "ok"})
+    assert report.status_code == 409 and "evicted" in report.json()["error"]
+
+
+def test_a_session_is_judged_on_its_record_not_only_on_the_history_sent(make_client: Any, tmp_path: Path) -> None:
+    """The bypass a session closes: the second credit with a history that omits the first."""
+    client = credit_client(make_client, tmp_path)
+    assert check(client, "call_1", "s1").json()["outcome"] == "allow"
+    client.post("/v1/results", json={"session_id": "s1", "call_id": "call_1", "content": "ok"})
+    assert check(client, "call_2", "s1").json()["outcome"] == "block"
+    assert check(client, "call_2", None).json()["outcome"] == "allow"  # one-shot: only what the host sent
+
+
+def test_trace_events_of_a_session_check_carry_the_session_id(make_client: Any, tmp_path: Path) -> None:
+    from policyguard.trace import read_trace
+
+    client = credit_client(make_client, tmp_path)
+    check(client, "call_1", "s-42")
+    client.service.trace.sync()
+    events = [e for e in read_trace(tmp_path / "trace.jsonl") if e.get("call_id") == "call_1"]
+    assert events and all(e["session_id"] == "s-42" for e in events)
+
+
+def test_the_openapi_document_describes_the_session_id_and_the_results_endpoint(make_client: Any) -> None:
+    document = make_client().get("/openapi.json").json()
+    field = document["components"]["schemas"]["CheckRequest"]["properties"]["session_id"]
+    assert "call id alone" in field["description"] and "send a session id" in field["description"]
+    results = document["paths"]["/v1/results"]["post"]
+    assert results["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/ResultReport")
+    assert {"200", "409", "422"} <= set(results["responses"])
