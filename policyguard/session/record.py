@@ -67,7 +67,7 @@ class _HostState:
 
     count: int = 0
     tail: list[Message] = field(default_factory=list)  # the last messages ingested (up to _TAIL), oldest first
-    # unanswered host call id -> its record site (from the check that deferred it), ("judged", site) when
+    # unanswered host call id -> its record site (from the check that deferred it), ("recorded", site) when
     # matched by tool and arguments, or the call itself when the record does not have it yet
     open: dict[str, int | tuple[str, int] | ToolCall] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)  # host call ids answered (a second answer is ambiguous)
@@ -413,17 +413,26 @@ class _Batch:
                 if call.id in self.host_open:
                     raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
                 self.host_answered.discard(call.id)
-                judged = self._judged_site(call)
-                self.host_open[call.id] = ("judged", judged) if judged is not None else call
+                recorded = self._recorded_site(call)
+                self.host_open[call.id] = ("recorded", recorded) if recorded is not None else call
         elif message.role == "tool" and message.tool_call_id is not None:
             self._answer(message)
 
-    def _judged_site(self, call: ToolCall) -> int | None:
-        """The unanswered record site of a call the guard judged that this host call stands for, if any."""
+    def _recorded_site(self, call: ToolCall) -> int | None:
+        """The record site this host call stands for, if the record has it: the oldest not yet matched with
+        the same id, tool and arguments (not a blocked one).
+
+        A session object that did not ingest the history itself (another
+        replica, or one rebuilt from the store) reads it from the start: its
+        calls are matched to the record instead of added twice. Matching by id,
+        tool and arguments can take a new call for an old one that reused all
+        three; its result is then not taken (the old one has its own) and an
+        allowed call stays counted, which errs towards blocking.
+        """
         session = self.session
         for at in session._by_id.get(call.id, ()):
             site = session._sites[at]
-            if at in self.matched or site.judged == "seen" or site.result is not None:
+            if at in self.matched or site.judged == "block":
                 continue
             if (site.call.name, site.call.arguments) == (call.name, call.arguments):
                 self.matched.add(at)
