@@ -53,6 +53,7 @@ from ..dialogue import safe_json
 from ..guard import Guard, off_loop, remediation_message
 from ..messages import Message, ToolCall, Trajectory
 from ..session import Session
+from ..stages import Gate
 from ..toolnames import fold, unknown_tool_message
 
 CONFIRM_FIELD = "confirm"
@@ -338,7 +339,7 @@ class GuardedUpstream:
         if self.guard.checklist.tool_spec(call.name) is None:
             return None  # a tool the checklist does not name: the guard blocks it, so nobody is asked
         needed = [r for r in self.guard.checklist.requirements_for(call.name) if r.kind == "procedural"]
-        if not needed or await self._gate_blocks(call, state.trajectory):
+        if not needed or await self._gate_blocks(call, state):
             return None  # nothing to ask, or the guard blocks anyway: never ask the user for a refused action
         question = confirmation_question(call, self.tools.get(call.name))
         unverified = [RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none") for r in needed]
@@ -372,16 +373,25 @@ class GuardedUpstream:
         state.trajectory.append(Message(role="user", content="Yes, I confirm this action."))
         return None
 
-    async def _gate_blocks(self, call: ToolCall, trajectory: Trajectory) -> bool:
-        """Whether the deterministic gate alone already blocks ``call`` (then the user is not asked)."""
+    async def _gate_blocks(self, call: ToolCall, state: SessionState) -> bool:
+        """Whether the deterministic gate alone already blocks ``call`` on the session's record (then the user
+        is not asked)."""
         gate = self.guard.gate
         if gate is None:
             return False
         try:
-            decision = await off_loop(gate.check, call, trajectory, self.guard.context())
+            decision = await off_loop(self._gate_on_record, gate, call, state)
         except Exception:  # the guard's own check will block it and say why
             return True
         return decision.outcome in ("block", "halt")
+
+    def _gate_on_record(self, gate: Gate, call: ToolCall, state: SessionState) -> Decision:
+        """The gate's decision on the record, with what the trajectory added since the last check merged in."""
+        record = state.session
+        record.sync()
+        record.observe(state.trajectory)
+        view: Any = record.view()  # read by the gate as a trajectory, as the guard's own check passes it
+        return gate.check(call, view, self.guard.context())
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], question: str) -> bool | str:
         """True when the user accepted with ``confirm: true``; otherwise a few words saying what happened."""
