@@ -2,26 +2,37 @@
 
 Point an MCP host (Claude Desktop, an IDE, any ``mcp.ClientSession``) at the
 proxy instead of the server. Tools, prompts, resources and completions are
-passed through unchanged; every ``tools/call`` and its result is recorded per
-client session as the trajectory the guard reads:
+passed through unchanged. Each client session (the stdio client, or one
+streamable-HTTP MCP session, held by its connection and never by a header) has
+a guard session of its own (:meth:`Guard.session`, the guard's append-only
+record), and every ``tools/call`` lands in it with its fate:
 
 * a read-only tool (checklist ``mutating: false``, or the upstream's
   ``readOnlyHint`` when the checklist does not name the tool) goes straight to
-  the upstream;
+  the upstream; the call and its answer enter the record;
 * a tool the upstream does not offer is refused;
-* any other call goes through :meth:`Guard.acheck` first. A block answers with
-  ``CallToolResult(isError=True)`` carrying the remediation, and the upstream
-  never sees the call.
+* any other call is judged by :meth:`Guard.acheck` on the session's record. A
+  block answers with ``CallToolResult(isError=True)`` carrying the remediation,
+  and the upstream never sees the call.
+
+An allowed call's fate is the upstream's answer: a result, maybe an error
+result (or an error saying it refused the arguments). With no answer (the
+client cancelled after the proxy sent the call, the upstream took longer than
+``upstream_timeout_s``, the connection broke, the answer could not be read) the
+fate is *unknown*: the upstream may have acted, so the call counts as done for
+every rule that limits repetition, and a later block tells the agent to read
+the state before retrying. Only a call provably never sent (cancelled while the
+guard judged it, the upstream already gone) counts as failed.
 
 An MCP server does not see the chat, so a tool whose checklist entry has
-``procedural`` requirements (what the user said, e.g. an explicit
-confirmation) asks the user with MCP elicitation when the client supports it:
-the question and an accepted answer are recorded in the session's trajectory
-(an assistant message saying the action, then the user's yes), so the verifier
-can cite them; a decline, a cancel, an unanswered or failed elicitation blocks.
-A client without elicitation cannot be asked, and the call is blocked unless
-the operator declared that the host itself asks the user before every tool
-call (``host_confirms``).
+``procedural`` requirements (what the user said, e.g. an explicit confirmation)
+asks the user with MCP elicitation when the client supports it: the question
+and an accepted answer are recorded in the session (an assistant message saying
+the action, then the user's yes), so the verifier can cite them; a decline, a
+cancel, an unanswered or failed elicitation blocks. A client without
+elicitation cannot be asked, and the call is blocked unless the operator
+declared that the host itself asks the user before every tool call
+(``host_confirms``).
 
 This module is the guarding; :mod:`policyguard.integrations.mcp_transport`
 connects the upstream and serves it over stdio or streamable HTTP. Requires the
