@@ -92,7 +92,7 @@ async def measure(n: int, work: Path) -> dict[str, Any]:
             "direct_p90_ms": round(_p90(direct) * 1000, 3),
             "proxy_p90_ms": round(_p90(proxied) * 1000, 3),
             "added_median_ms": round((statistics.median(proxied) - statistics.median(direct)) * 1000, 3),
-            # the trajectory grows with every call: the guard's check of the pending call scans it
+            # the session grows with every call: does the per-call cost grow with it?
             "added_median_first_50_ms": _added(direct[:50], proxied[:50]),
             "added_median_last_50_ms": _added(direct[-50:], proxied[-50:]),
         }

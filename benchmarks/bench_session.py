@@ -1,6 +1,6 @@
 """What one guarded write costs as the conversation grows.
 
-Run: ``python benchmarks/bench_session.py [--lengths 50,500,2000] [--runs 200] [--mcp]``
+Run: ``python benchmarks/bench_session.py [--lengths 50,500,2000] [--runs 200] [--mcp | --mcp-only]``
 
 A refund conversation (``benchmarks/refund``'s policy and checklist, gate only)
 is padded with user turns and read-only ``get_transaction`` calls to the given
@@ -12,9 +12,14 @@ write (a long-running loop's state), so the figure is the per-write cost, not
 the first conversion. Printed: the median and p90 per length, and the ratio of
 the longest to the shortest.
 
-With ``--mcp`` the same write also goes through ``policyguard.integrations.mcp_proxy``'s
-in-process call path (``GuardedMcpProxy.call_tool`` over an in-memory upstream)
-after the session has recorded the conversation's reads.
+With ``--mcp`` the same refund also goes through the MCP proxy's call path,
+in process: ``GuardedUpstream.call_tool`` (the handler the proxy serves
+``tools/call`` with) over an in-memory upstream that answers at once, so the
+figure is the proxy's and the guard's work, not a transport's. There the
+history grows through the proxy's own recorded calls, as a client's would: each
+session repeats the three reads and a refund (8 messages), and the refund that
+brings the history to at least N messages is the sample for N. Each run is a new
+proxy session (a new guard session) on one shared guard.
 """
 
 from __future__ import annotations
@@ -107,6 +112,64 @@ def time_guarded_tools(length: int, runs: int) -> list[float]:
     return samples
 
 
+READS = [
+    ("get_refund_policy", {"transaction_id": "T-1"}),
+    ("get_transaction", {"transaction_id": "T-1"}),
+    ("get_approval", {"approval_id": ""}),
+]
+
+
+class InMemoryUpstream:
+    """The upstream MCP server's ``tools/call``, answered in process by :func:`tools`."""
+
+    def __init__(self) -> None:
+        self.functions = tools()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], **options: Any) -> Any:
+        import mcp_types as types
+
+        text = json.dumps(self.functions[name](**arguments))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def time_mcp_proxy(lengths: list[int], runs: int) -> dict[int, list[float]]:
+    """Per length, the seconds one refund takes through the proxy once its session has that many messages."""
+    import anyio
+
+    return anyio.run(_mcp_runs, sorted(lengths), runs)
+
+
+async def _mcp_runs(lengths: list[int], runs: int) -> dict[int, list[float]]:
+    from types import SimpleNamespace
+
+    import mcp_types as types
+
+    from policyguard.integrations.mcp_proxy import GuardedUpstream
+
+    shared = guard()
+    figures: dict[int, list[float]] = {length: [] for length in lengths}
+    schema = {"type": "object"}
+    for _ in range(runs):
+        proxy = GuardedUpstream(shared, InMemoryUpstream())  # type: ignore[arg-type]
+        proxy.tools = {name: types.Tool(name=name, input_schema=schema) for name in tools()}
+        stdio: Any = SimpleNamespace(request=None, session=SimpleNamespace(), request_id=1)
+        history = proxy.session(stdio).trajectory.messages
+        waiting = list(lengths)
+        while waiting:
+            for name, arguments in READS:
+                await proxy.call_tool(stdio, types.CallToolRequestParams(name=name, arguments=arguments))
+            arguments = {"transaction_id": "T-1", "amount": 20.0, "currency": "USD", "idempotency_key": "refund:T-1"}
+            refund = types.CallToolRequestParams(name="issue_refund", arguments=arguments)
+            started = time.perf_counter()
+            result = await proxy.call_tool(stdio, refund)
+            elapsed = time.perf_counter() - started
+            if result.is_error:
+                sys.exit(f"the refund was not allowed at {len(history)} messages: {result.content}")
+            while waiting and len(history) >= waiting[0]:
+                figures[waiting.pop(0)].append(elapsed)
+    return figures
+
+
 def report(label: str, lengths: list[int], figures: dict[int, list[float]]) -> None:
     print(f"{label}:")
     for length in lengths:
@@ -121,10 +184,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="50,500,2000")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--mcp", action="store_true", help="also measure the MCP proxy's call path")
+    parser.add_argument("--mcp-only", action="store_true", help="measure the MCP proxy's call path only")
     options = parser.parse_args()
     lengths = [int(x) for x in options.lengths.split(",")]
-    figures = {length: time_guarded_tools(length, options.runs) for length in lengths}
-    report("GuardedTools.openai_chat, one guarded refund", lengths, figures)
+    if not options.mcp_only:
+        figures = {length: time_guarded_tools(length, options.runs) for length in lengths}
+        report("GuardedTools.openai_chat, one guarded refund", lengths, figures)
+    if options.mcp or options.mcp_only:
+        report(
+            "MCP proxy (GuardedUpstream.call_tool), one guarded refund", lengths, time_mcp_proxy(lengths, options.runs)
+        )
 
 
 if __name__ == "__main__":

@@ -2,26 +2,37 @@
 
 Point an MCP host (Claude Desktop, an IDE, any ``mcp.ClientSession``) at the
 proxy instead of the server. Tools, prompts, resources and completions are
-passed through unchanged; every ``tools/call`` and its result is recorded per
-client session as the trajectory the guard reads:
+passed through unchanged. Each client session (the stdio client, or one
+streamable-HTTP MCP session, held by its connection and never by a header) has
+a guard session of its own (:meth:`Guard.session`, the guard's append-only
+record), and every ``tools/call`` lands in it with its fate:
 
 * a read-only tool (checklist ``mutating: false``, or the upstream's
   ``readOnlyHint`` when the checklist does not name the tool) goes straight to
-  the upstream;
+  the upstream; the call and its answer enter the record;
 * a tool the upstream does not offer is refused;
-* any other call goes through :meth:`Guard.acheck` first. A block answers with
-  ``CallToolResult(isError=True)`` carrying the remediation, and the upstream
-  never sees the call.
+* any other call is judged by :meth:`Guard.acheck` on the session's record. A
+  block answers with ``CallToolResult(isError=True)`` carrying the remediation,
+  and the upstream never sees the call.
+
+An allowed call's fate is the upstream's answer: a result, maybe an error
+result (or an error saying it refused the arguments). With no answer (the
+client cancelled after the proxy sent the call, the upstream took longer than
+``upstream_timeout_s``, the connection broke, the answer could not be read) the
+fate is *unknown*: the upstream may have acted, so the call counts as done for
+every rule that limits repetition, and a later block tells the agent to read
+the state before retrying. Only a call provably never sent (cancelled while the
+guard judged it, the upstream already gone) counts as failed.
 
 An MCP server does not see the chat, so a tool whose checklist entry has
-``procedural`` requirements (what the user said, e.g. an explicit
-confirmation) asks the user with MCP elicitation when the client supports it:
-the question and an accepted answer are recorded in the session's trajectory
-(an assistant message saying the action, then the user's yes), so the verifier
-can cite them; a decline, a cancel, an unanswered or failed elicitation blocks.
-A client without elicitation cannot be asked, and the call is blocked unless
-the operator declared that the host itself asks the user before every tool
-call (``host_confirms``).
+``procedural`` requirements (what the user said, e.g. an explicit confirmation)
+asks the user with MCP elicitation when the client supports it: the question
+and an accepted answer are recorded in the session (an assistant message saying
+the action, then the user's yes), so the verifier can cite them; a decline, a
+cancel, an unanswered or failed elicitation blocks. A client without
+elicitation cannot be asked, and the call is blocked unless the operator
+declared that the host itself asks the user before every tool call
+(``host_confirms``).
 
 This module is the guarding; :mod:`policyguard.integrations.mcp_transport`
 connects the upstream and serves it over stdio or streamable HTTP. Requires the
@@ -39,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
@@ -47,10 +59,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..checklist import is_glob
-from ..decision import RequirementResult
+from ..decision import Decision, RequirementResult
 from ..dialogue import safe_json
 from ..guard import Guard, off_loop, remediation_message
 from ..messages import Message, ToolCall, Trajectory
+from ..session import Session
+from ..stages import Gate
 from ..toolnames import fold, unknown_tool_message
 
 CONFIRM_FIELD = "confirm"
@@ -85,8 +99,10 @@ class ProxySettings(BaseModel):
 
 @dataclass
 class SessionState:
-    """One client session: its trajectory, the next call number, and a lock that orders guarded calls."""
+    """One client session: the guard's record of it, its trajectory, the next call number, and a lock that
+    orders its calls (so its writes run one at a time, in the order the record holds them)."""
 
+    session: Session
     trajectory: Trajectory = field(default_factory=Trajectory)
     calls: int = 0
     lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -96,8 +112,12 @@ class SessionState:
         self.calls += 1
         return ToolCall(id=f"mcp-{self.calls}", name=name, arguments=arguments)
 
-    def record(self, call: ToolCall, content: str, *, is_error: bool) -> None:
+    def ask(self, call: ToolCall) -> None:
+        """The call, as the assistant message that makes it (appended before it is judged or sent)."""
         self.trajectory.append(Message(role="assistant", tool_calls=[call]))
+
+    def answer(self, call: ToolCall, content: str, *, is_error: bool) -> None:
+        """What the call came back with: the upstream's answer, or the proxy's refusal."""
         self.trajectory.append(
             Message(role="tool", tool_call_id=call.id, name=call.name, content=content, is_error=is_error)
         )
@@ -106,10 +126,18 @@ class SessionState:
 class GuardedUpstream:
     """The proxy's logic over a connected upstream :class:`ClientSession`, independent of the client transport."""
 
-    def __init__(self, guard: Guard, upstream: ClientSession, settings: ProxySettings | None = None) -> None:
+    def __init__(
+        self,
+        guard: Guard,
+        upstream: ClientSession,
+        settings: ProxySettings | None = None,
+        *,
+        upstream_gone: anyio.Event | None = None,
+    ) -> None:
         self.guard = guard
         self.upstream = upstream
         self.settings = settings or ProxySettings()
+        self.upstream_gone = upstream_gone  # set when the upstream went away: a call is then not even sent
         self.tools: dict[str, types.Tool] = {}
         self._stdio: SessionState | None = None
         self._connections: weakref.WeakSet[Any] = weakref.WeakSet()  # HTTP clients, for upstream notifications
@@ -155,42 +183,51 @@ class GuardedUpstream:
         return not any(fold(key) == folded for key in self.guard.checklist.tools if not is_glob(key))
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
-        """Answer one ``tools/call``: pass a read through, guard anything else, record both."""
+        """Answer one ``tools/call``: pass a read through, guard anything else, record every call's fate."""
         state = self.session(ctx)
         arguments = dict(params.arguments or {})
         if params.name not in self.tools:
             await self.refresh_tools()  # the upstream may have added it since the last listing
         async with state.lock:
             call = state.next_call(params.name, arguments)
-            if params.name not in self.tools:
-                decision = self.guard.refuse(
-                    call,
-                    "unknown_tool",
-                    unknown_tool_message(params.name, sorted(self.tools)),
-                    error="the upstream MCP server does not offer this tool",
-                )
-                return self._blocked(state, call, decision.message or "")
-            if state.calls > self.settings.max_session_calls:
-                decision = self.guard.refuse(
-                    call,
-                    "guard",
-                    "This session has made too many calls for the guard to keep judging them, so this call was "
-                    "not performed. Start a new session.",
-                    error=f"session over {self.settings.max_session_calls} calls",
-                )
-                return self._blocked(state, call, decision.message or "")
+            refusal = self._refusal(call, state.calls)
+            if refusal is not None:
+                return self._refused(state, call, refusal)
             if self.is_read_only(params.name):
+                state.ask(call)
                 return await self._forward(ctx, state, call, params)
             refusal = self._unjudgeable(call)
             if refusal is None:
                 refusal = await self._confirm(ctx, state, call)
             if refusal is not None:
-                return self._blocked(state, call, refusal)
-            decision = await self.guard.acheck(call, state.trajectory)
+                return self._refused(state, call, refusal)
+            state.ask(call)
+            with anyio.CancelScope(shield=True):  # a decision in the record is always followed by the call's fate
+                decision = await self.guard.acheck(call, state.trajectory, session=state.session)
             if not decision.allowed:
                 return self._blocked(state, call, remediation_message(call, decision).content or "")
-            self.guard.record_execution(decision, executed=True)
-            return await self._forward(ctx, state, call, params)
+            return await self._forward(ctx, state, call, params, decision)
+
+    def _refusal(self, call: ToolCall, calls: int) -> str | None:
+        """Why the proxy refuses ``call`` before anything else looks at it (no such tool, too many calls), or None."""
+        if call.name not in self.tools:
+            decision = self.guard.refuse(
+                call,
+                "unknown_tool",
+                unknown_tool_message(call.name, sorted(self.tools)),
+                error="the upstream MCP server does not offer this tool",
+            )
+            return decision.message or ""
+        if calls > self.settings.max_session_calls:
+            decision = self.guard.refuse(
+                call,
+                "guard",
+                "This session has made too many calls for the guard to keep judging them, so this call was "
+                "not performed. Start a new session.",
+                error=f"session over {self.settings.max_session_calls} calls",
+            )
+            return decision.message or ""
+        return None
 
     async def _forward(
         self,
@@ -198,13 +235,29 @@ class GuardedUpstream:
         state: SessionState,
         call: ToolCall,
         params: types.CallToolRequestParams,
+        decision: Decision | None = None,
     ) -> types.CallToolResult:
-        """Run the call upstream and record what came back; an upstream error is recorded and raised to the client."""
+        """Run the call upstream (``decision``: the guard's allow) and record its fate; an upstream error is
+        recorded and raised to the client.
+
+        Only an answer is a known fate. A cancel, a timeout, a lost connection or an answer that cannot be read
+        leaves the call *unknown*: the upstream may have performed it.
+        """
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
+        if self.upstream_gone is not None and self.upstream_gone.is_set():
+            if decision is not None:
+                self.guard.record_execution(decision, executed=False, error="the upstream MCP server is gone")
+            self._settle(state, call, "Error: the upstream MCP server is gone; the call was not sent.", is_error=True)
+            raise MCPError(code=types.CONNECTION_CLOSED, message="upstream MCP server: connection closed")
+        sent = False
         try:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled before it was sent: provably not performed
+            sent = True
+            if decision is not None:
+                self.guard.record_execution(decision, executed=True)
             result = await self.upstream.call_tool(
                 call.name,
                 call.arguments,
@@ -212,20 +265,58 @@ class GuardedUpstream:
                 progress_callback=progress,
                 meta=params.meta,
             )
+        except anyio.get_cancelled_exc_class():
+            if sent:
+                self._settle(state, call, None, why="the client cancelled the request after the proxy sent it")
+            else:
+                self._settle(state, call, "Error: the client cancelled the request before it was sent.", is_error=True)
+            raise
         except MCPError as exc:
-            state.record(call, f"Error from the upstream MCP server: {exc.error.message}", is_error=True)
+            said = f"Error from the upstream MCP server: {exc.error.message}"
+            if exc.error.code == types.INVALID_PARAMS:  # the upstream refused the arguments: nothing ran
+                self._settle(state, call, said, is_error=True)
+            else:  # a timeout, a lost connection, an HTTP error the transport turned into one: it may have run
+                self._settle(state, call, None, why=f"no answer from the upstream MCP server: {exc.error.message}")
             raise
         except Exception as exc:  # a malformed upstream answer: said to the client, never an unrecorded effect
-            state.record(call, f"Error from the upstream MCP server: {exc}", is_error=True)
+            self._settle(state, call, None, why=f"the upstream MCP server's answer could not be read: {exc}")
             raise MCPError(code=types.INTERNAL_ERROR, message=f"upstream MCP server: {exc}") from None
         if not isinstance(result, types.CallToolResult):
-            state.record(call, "Error: the upstream MCP server answered with an unsupported result", is_error=True)
+            self._settle(state, call, None, why="the upstream MCP server answered with an unsupported result")
             raise MCPError(code=types.INTERNAL_ERROR, message="upstream MCP server: unsupported tools/call result")
-        state.record(call, result_text(result), is_error=bool(result.is_error))
+        self._settle(state, call, result_text(result), is_error=bool(result.is_error))
         return result
 
+    def _settle(
+        self, state: SessionState, call: ToolCall, content: str | None, *, is_error: bool = False, why: str = ""
+    ) -> None:
+        """Record what became of a sent (or unsent) call: its answer, or None when nobody knows (``why``).
+
+        An answer goes to the record and the trajectory. An unknown fate goes to the record only: the trajectory
+        leaves the call unanswered, since an error result there would tell a rule that the call failed. A read
+        the guard did not judge is not in the record yet; it enters it, with its answer, from the trajectory.
+        """
+        try:
+            if content is None:
+                self.guard.record_unknown(state.session, call.id, why)
+            else:
+                self.guard.record_result(state.session, call.id, content, is_error=is_error)
+        except Exception as exc:  # the record then blocks every later write of the session on its own
+            print(f"policyguard: mcp-proxy: could not record the outcome of {call.id}: {exc}", file=sys.stderr)
+        if content is not None:
+            state.answer(call, content, is_error=is_error)
+
+    def _refused(self, state: SessionState, call: ToolCall, text: str) -> types.CallToolResult:
+        """A call the proxy refused by itself: a block in the record, the call and its refusal in the trajectory."""
+        try:
+            state.session.judge(call, "block")
+        except Exception:  # a block needs no record: unrecorded, the refusal below reads as a failed call
+            pass
+        state.ask(call)
+        return self._blocked(state, call, text)
+
     def _blocked(self, state: SessionState, call: ToolCall, text: str) -> types.CallToolResult:
-        state.record(call, text, is_error=True)
+        state.answer(call, text, is_error=True)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
     def _unjudgeable(self, call: ToolCall) -> str | None:
@@ -259,7 +350,7 @@ class GuardedUpstream:
         if self.guard.checklist.tool_spec(call.name) is None:
             return None  # a tool the checklist does not name: the guard blocks it, so nobody is asked
         needed = [r for r in self.guard.checklist.requirements_for(call.name) if r.kind == "procedural"]
-        if not needed or await self._gate_blocks(call, state.trajectory):
+        if not needed or await self._gate_blocks(call, state):
             return None  # nothing to ask, or the guard blocks anyway: never ask the user for a refused action
         question = confirmation_question(call, self.tools.get(call.name))
         unverified = [RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none") for r in needed]
@@ -293,16 +384,25 @@ class GuardedUpstream:
         state.trajectory.append(Message(role="user", content="Yes, I confirm this action."))
         return None
 
-    async def _gate_blocks(self, call: ToolCall, trajectory: Trajectory) -> bool:
-        """Whether the deterministic gate alone already blocks ``call`` (then the user is not asked)."""
+    async def _gate_blocks(self, call: ToolCall, state: SessionState) -> bool:
+        """Whether the deterministic gate alone already blocks ``call`` on the session's record (then the user
+        is not asked)."""
         gate = self.guard.gate
         if gate is None:
             return False
         try:
-            decision = await off_loop(gate.check, call, trajectory, self.guard.context())
+            decision = await off_loop(self._gate_on_record, gate, call, state)
         except Exception:  # the guard's own check will block it and say why
             return True
         return decision.outcome in ("block", "halt")
+
+    def _gate_on_record(self, gate: Gate, call: ToolCall, state: SessionState) -> Decision:
+        """The gate's decision on the record, with what the trajectory added since the last check merged in."""
+        record = state.session
+        record.sync()
+        record.observe(state.trajectory)
+        view: Any = record.view()  # read by the gate as a trajectory, as the guard's own check passes it
+        return gate.check(call, view, self.guard.context())
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], question: str) -> bool | str:
         """True when the user accepted with ``confirm: true``; otherwise a few words saying what happened."""
@@ -341,23 +441,31 @@ class GuardedUpstream:
         never keyed by a header: a stateful session keeps its history for its life,
         and a stateless (2026-07-28 era) request is a connection of its own, so it
         starts from an empty trajectory (writes that need earlier reads block).
+        Each state holds a guard session of its own (:meth:`Guard.session`, a new
+        random id), so the record follows the MCP session and nothing else.
         """
         if ctx.request is None:
             if self._stdio is None:
-                self._stdio = SessionState()
+                self._stdio = self.new_state()
             state = self._stdio
         else:
             connection = getattr(ctx.session, "_connection", None)  # where the SDK keeps the per-client Connection
             scratch = getattr(connection, "state", None)
             if not isinstance(scratch, dict):
-                return SessionState(client=ctx.session)  # no connection to hold history: start empty (fail closed)
+                state = self.new_state()  # no connection to hold history: start empty (fail closed)
+                state.client = ctx.session
+                return state
             held = scratch.get(_STATE_KEY)
             if not isinstance(held, SessionState):
-                held = scratch[_STATE_KEY] = SessionState()
+                held = scratch[_STATE_KEY] = self.new_state()
                 self._connections.add(connection)
             state = held
         state.client = ctx.session
         return state
+
+    def new_state(self) -> SessionState:
+        """A client session's state, with a new guard session (an empty record)."""
+        return SessionState(session=self.guard.session())
 
     def clients(self) -> list[ServerSession]:
         """The client sessions still connected (the last request's session of each)."""

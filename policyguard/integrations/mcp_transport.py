@@ -220,7 +220,7 @@ async def serve(
 
     stopped: list[str] = []
     async with connect_upstream(upstream, on_upstream_message) as (session, init, gone):
-        proxy = GuardedUpstream(guard, session, settings)
+        proxy = GuardedUpstream(guard, session, settings, upstream_gone=gone)
         holder.append(proxy)
         await proxy.refresh_tools()
         server, options = build_server(proxy, init)

@@ -37,6 +37,7 @@ PY = sys.executable
 POLICY = HERE / "mcp_policy.md"
 CHECKLIST = HERE / "mcp_checklist.yaml"
 UPSTREAM = HERE / "mcp_upstream.py"
+ONCE = (HERE / "mcp_once_policy.md", HERE / "mcp_once_checklist.yaml")  # one refund per order; cancel if pending
 WAIT = 30.0  # seconds: the bound on every wait in this file
 
 pytestmark = pytest.mark.slow
@@ -62,8 +63,11 @@ def _env() -> dict[str, str]:
     return {"PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-def proxy_args(log: Path, *extra: str, upstream: list[str] | None = None) -> list[str]:
-    command = ["-m", "policyguard", "mcp-proxy", "--policy", str(POLICY), "--checklist", str(CHECKLIST), *extra]
+def proxy_args(
+    log: Path, *extra: str, upstream: list[str] | None = None, rules: tuple[Path, Path] = (POLICY, CHECKLIST)
+) -> list[str]:
+    policy, checklist = rules
+    command = ["-m", "policyguard", "mcp-proxy", "--policy", str(policy), "--checklist", str(checklist), *extra]
     if upstream is None:
         upstream = ["--", PY, str(UPSTREAM), "--log", str(log)]
     return [*command, *upstream]
@@ -95,9 +99,10 @@ async def stdio_proxy(
     elicit: Elicit | None = None,
     errlog: Path | None = None,
     upstream: list[str] | None = None,
+    rules: tuple[Path, Path] = (POLICY, CHECKLIST),
 ) -> AsyncIterator[ClientSession]:
     """A client session with the proxy started over stdio (by default the proxy starts the upstream)."""
-    args = proxy_args(log, *extra, upstream=upstream)
+    args = proxy_args(log, *extra, upstream=upstream, rules=rules)
     params = StdioServerParameters(command=PY, args=args, env=_env(), cwd=str(ROOT))
     with (errlog or log.with_suffix(".err")).open("w", encoding="utf-8") as err:
         async with stdio_client(params, errlog=err) as (read, write):
@@ -524,6 +529,121 @@ def test_with_model_none_and_allow_unverified_the_user_still_decides(tmp_path: P
     declined, accepted = run(body)
     assert declined.is_error and not accepted.is_error
     assert executed(log) == [{"tool": "cancel_order", "arguments": {"order_id": "O2"}}]
+
+
+# -- writes whose outcome the proxy cannot know ------------------------------------------------------------
+
+
+def slow_upstream(log: Path, slow: Path) -> list[str]:
+    """The shop, whose writes wait while ``slow`` exists (a refund after it is made, a cancellation before)."""
+    return ["--", PY, str(UPSTREAM), "--log", str(log), "--slow", str(slow)]
+
+
+async def until_executed(log: Path, tool: str) -> None:
+    with anyio.fail_after(WAIT):
+        while not any(e["tool"] == tool for e in executed(log)):
+            await anyio.sleep(0.02)
+
+
+REFUND_O1 = {"order_id": "O1", "amount": 30}
+
+
+def test_a_refund_the_client_cancelled_after_the_upstream_made_it_blocks_the_retry(tmp_path: Path) -> None:
+    """The client gives up (``notifications/cancelled``) while the upstream, which has refunded, is still answering.
+
+    The proxy never learns the outcome, so the refund counts as made: the retry breaks 'one refund per order' and
+    is blocked with a remediation that says to read the state first. The upstream refunded once.
+    """
+    log, slow = tmp_path / "log", tmp_path / "slow"
+    slow.write_text(str(WAIT * 2))
+
+    async def body() -> types.CallToolResult:
+        async with stdio_proxy(log, rules=ONCE, upstream=slow_upstream(log, slow)) as proxied:
+            with anyio.CancelScope() as given_up:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(proxied.call_tool, "issue_refund", REFUND_O1)
+                    await until_executed(log, "issue_refund")  # the proxy sent it on and the upstream refunded
+                    given_up.cancel()  # the client's SDK sends notifications/cancelled for the request
+            slow.unlink()  # the upstream answers at once from now on
+            return await proxied.call_tool("issue_refund", REFUND_O1)
+
+    retry = run(body)
+    assert retry.is_error and "refund.once" in text(retry), text(retry)
+    assert "not known" in text(retry) and "check the current state with a read" in text(retry)
+    assert [e for e in executed(log) if e["tool"] == "issue_refund"] == [
+        {"tool": "issue_refund", "arguments": REFUND_O1}
+    ]
+
+
+def test_a_refund_the_upstream_answered_too_late_counts_as_made_though_failed_refunds_do_not(tmp_path: Path) -> None:
+    """The upstream refunds but answers after ``--upstream-timeout``: no answer is no failure.
+
+    refund.once does not count a refund that failed (the shape of airline certificate-once); a timed-out refund is
+    not a failed one, so the retry is blocked. The upstream refunded once.
+    """
+    log, slow = tmp_path / "log", tmp_path / "slow"
+    slow.write_text(str(WAIT * 2))
+
+    async def body() -> tuple[MCPError, types.CallToolResult]:
+        args = ("--upstream-timeout", "2")
+        async with stdio_proxy(log, *args, rules=ONCE, upstream=slow_upstream(log, slow)) as proxied:
+            with pytest.raises(MCPError) as late:
+                await proxied.call_tool("issue_refund", REFUND_O1, read_timeout_seconds=WAIT)
+            slow.unlink()
+            return late.value, await proxied.call_tool("issue_refund", REFUND_O1)
+
+    late, retry = run(body)
+    assert "timed out" in late.error.message.lower(), late.error
+    assert retry.is_error and "refund.once" in text(retry), text(retry)
+    assert "check the current state with a read" in text(retry)
+    assert [e for e in executed(log) if e["tool"] == "issue_refund"] == [
+        {"tool": "issue_refund", "arguments": REFUND_O1}
+    ]
+
+
+def test_a_refund_the_upstream_refused_does_not_count(tmp_path: Path) -> None:
+    """An answer, even an error, is a known outcome: a refund that failed leaves the order refundable."""
+    log = tmp_path / "log"
+
+    async def body() -> list[types.CallToolResult]:
+        async with stdio_proxy(log, rules=ONCE) as proxied:
+            return [
+                await proxied.call_tool("issue_refund", {"order_id": "O1", "amount": "thirty"}),
+                await proxied.call_tool("issue_refund", REFUND_O1),
+            ]
+
+    failed, retry = run(body)
+    assert failed.is_error and not retry.is_error, (text(failed), text(retry))
+    assert [e["arguments"] for e in executed(log) if e["tool"] == "issue_refund"] == [REFUND_O1]
+
+
+def test_after_a_cancelled_cancellation_a_read_decides_and_the_honest_retry_passes(tmp_path: Path) -> None:
+    """cancel_order is judged on the order as last read. The client gives up while the upstream waits to cancel.
+
+    Nobody knows whether the order was cancelled, so the retry is blocked until the order is read again; the read
+    shows it still pending (the upstream never got to cancel it), and the same cancellation then passes, once.
+    """
+    log, slow = tmp_path / "log", tmp_path / "slow"
+    slow.write_text(str(WAIT * 2))
+    cancel = {"order_id": "O2"}
+
+    async def body() -> list[types.CallToolResult]:
+        async with stdio_proxy(log, rules=ONCE, upstream=slow_upstream(log, slow)) as proxied:
+            await proxied.call_tool("get_order", {"order_id": "O2"})
+            with pytest.raises(MCPError):
+                await proxied.call_tool("cancel_order", cancel, read_timeout_seconds=2)  # sends notifications/cancelled
+            slow.unlink()
+            return [
+                await proxied.call_tool("cancel_order", cancel),
+                await proxied.call_tool("get_order", {"order_id": "O2"}),
+                await proxied.call_tool("cancel_order", cancel),
+            ]
+
+    unread, read, honest = run(body)
+    assert unread.is_error and "get_order" in text(unread) and "not known" in text(unread), text(unread)
+    assert read.structured_content == {"order_id": "O2", "status": "pending", "captured": 50}
+    assert not honest.is_error, text(honest)
+    assert [e["tool"] for e in executed(log)] == ["get_order", "get_order", "cancel_order"]
 
 
 # -- transports ------------------------------------------------------------------------------------------

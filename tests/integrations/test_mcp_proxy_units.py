@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 pytest.importorskip("mcp")
 
 import mcp_types as types  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from policyguard.cli.cmd_mcp_proxy import parse_listen  # noqa: E402
 from policyguard.dialogue import safe_json  # noqa: E402
@@ -164,6 +166,7 @@ def test_http_history_follows_the_connection_never_a_header_a_request_can_forge(
     mine = proxied.session(_ctx(first))
     assert proxied.session(_ctx(first)) is mine  # the same client session keeps its history
     assert proxied.session(_ctx(other)) is not mine  # same Mcp-Session-Id header, another connection
+    assert proxied.session(_ctx(other)).session.id != mine.session.id  # and its own guard session (record)
     assert proxied.session(_ctx(other, session_header=None)) is proxied.session(_ctx(other))
     unknown = SimpleNamespace(request=SimpleNamespace(headers={}), session=SimpleNamespace())
     assert proxied.session(unknown) is not proxied.session(unknown)  # nowhere to keep history: always empty
@@ -173,6 +176,7 @@ def test_a_stdio_proxy_serves_one_client_with_one_history() -> None:
     proxied = proxy()
     stdio = SimpleNamespace(request=None, session=SimpleNamespace())
     assert proxied.session(stdio) is proxied.session(SimpleNamespace(request=None, session=SimpleNamespace()))
+    assert proxied.session(stdio).session is proxied.guard.session(proxied.session(stdio).session.id)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1"])
@@ -239,7 +243,6 @@ def test_nobody_is_asked_to_confirm_a_tool_the_checklist_does_not_name() -> None
 
     from policyguard import parse_checklist
     from policyguard.canonical import policy_version
-    from policyguard.integrations.mcp_proxy import SessionState
 
     policy = "Always confirm with the user before acting.\n"
     checklist = parse_checklist(
@@ -271,7 +274,108 @@ def test_nobody_is_asked_to_confirm_a_tool_the_checklist_does_not_name() -> None
     proxied = GuardedUpstream(Guard(checklist, policy), upstream)
 
     async def confirm(name: str) -> str | None:
-        return await proxied._confirm(ctx, SessionState(), ToolCall(id="mcp-1", name=name, arguments={}))
+        return await proxied._confirm(ctx, proxied.new_state(), ToolCall(id="mcp-1", name=name, arguments={}))
 
     assert anyio.run(confirm, "delete_everything") is None and asked == []
     assert "did not confirm" in (anyio.run(confirm, "cancel_order") or "") and len(asked) == 1
+
+
+# -- what the record learns from the upstream's answer (one refund per order, failed refunds do not count) --
+
+
+class ScriptedUpstream:
+    """An upstream whose ``tools/call`` answers come from a script: a result, or an exception to raise."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], **options: Any) -> Any:
+        self.calls.append((name, arguments))
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+REFUNDED = types.CallToolResult(content=[types.TextContent(type="text", text='{"refunded": 30}')])
+REFUND = types.CallToolRequestParams(name="issue_refund", arguments={"order_id": "O1", "amount": 30})
+
+
+def once_proxy(upstream: ScriptedUpstream) -> GuardedUpstream:
+    guard = Guard.from_files(policy=HERE / "mcp_once_policy.md", checklist=HERE / "mcp_once_checklist.yaml")
+    proxied = GuardedUpstream(guard, upstream)  # type: ignore[arg-type]
+    proxied.tools = {"issue_refund": tool("issue_refund"), "get_order": tool("get_order", read_only=True)}
+    return proxied
+
+
+STDIO: Any = SimpleNamespace(request=None, session=SimpleNamespace(), request_id=1)
+
+
+async def refund_twice(proxied: GuardedUpstream) -> tuple[Any, Any]:
+    """The first refund's answer (or the error it raised), then the retry's."""
+    try:
+        first: Any = await proxied.call_tool(STDIO, REFUND)
+    except MCPError as exc:
+        first = exc
+    return first, await proxied.call_tool(STDIO, REFUND)
+
+
+def test_a_refund_whose_connection_was_lost_counts_as_made() -> None:
+    upstream = ScriptedUpstream(MCPError(code=types.CONNECTION_CLOSED, message="Connection closed"), REFUNDED)
+    first, retry = anyio.run(refund_twice, once_proxy(upstream))
+    assert isinstance(first, MCPError) and retry.is_error and "refund.once" in result_text(retry)
+    assert len(upstream.calls) == 1
+
+
+def test_a_refund_whose_arguments_the_upstream_refused_was_not_made() -> None:
+    upstream = ScriptedUpstream(MCPError(code=types.INVALID_PARAMS, message="bad amount"), REFUNDED)
+    first, retry = anyio.run(refund_twice, once_proxy(upstream))
+    assert isinstance(first, MCPError) and not retry.is_error
+    assert len(upstream.calls) == 2
+
+
+def test_a_refund_the_upstream_answered_with_an_error_was_not_made() -> None:
+    failed = types.CallToolResult(content=[types.TextContent(type="text", text="card declined")], is_error=True)
+    upstream = ScriptedUpstream(failed, REFUNDED)
+    first, retry = anyio.run(refund_twice, once_proxy(upstream))
+    assert first.is_error and not retry.is_error
+    assert len(upstream.calls) == 2
+
+
+def test_a_cancel_that_arrives_while_the_guard_judges_stops_the_call_before_it_is_sent() -> None:
+    """The client's cancel waits for the guard's decision (the record holds it), then the call is not sent: it
+    counts as not made, so the retry passes and the upstream refunds once."""
+    upstream = ScriptedUpstream(REFUNDED)
+    proxied = once_proxy(upstream)
+    judge = proxied.guard.acheck
+
+    async def body() -> Any:
+        with anyio.CancelScope() as request:
+
+            async def acheck_then_cancelled(*args: Any, **kwargs: Any) -> Any:
+                decision = await judge(*args, **kwargs)
+                request.cancel()  # notifications/cancelled came in while the guard was judging
+                return decision
+
+            proxied.guard.acheck = acheck_then_cancelled  # type: ignore[method-assign]
+            await proxied.call_tool(STDIO, REFUND)
+        proxied.guard.acheck = judge  # type: ignore[method-assign]
+        assert request.cancelled_caught and upstream.calls == []
+        return await proxied.call_tool(STDIO, REFUND)
+
+    retry = anyio.run(body)
+    assert not retry.is_error, result_text(retry)
+    assert upstream.calls == [("issue_refund", {"order_id": "O1", "amount": 30})]
+
+
+def test_a_refund_is_not_sent_to_an_upstream_that_is_gone_and_counts_as_not_made() -> None:
+    upstream = ScriptedUpstream(REFUNDED)
+    proxied = once_proxy(upstream)
+    proxied.upstream_gone = anyio.Event()
+    proxied.upstream_gone.set()
+    with pytest.raises(MCPError, match="connection closed"):
+        anyio.run(proxied.call_tool, STDIO, REFUND)
+    assert upstream.calls == []
+    proxied.upstream_gone = None  # the record holds a refund that was not made: an upstream that answers may make it
+    assert not anyio.run(proxied.call_tool, STDIO, REFUND).is_error
