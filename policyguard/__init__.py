@@ -56,6 +56,9 @@ _EXPORTS: dict[str, str] = {
     "generate_keypair": "grants",
     "GuardedExecutor": "executor",
     "SQLiteStore": "store",
+    "Session": "session",
+    "SessionStore": "session",
+    "MemorySessionStore": "session",
     "LedgerUnavailable": "store",
     "validate_checklist": "validate",
     "to_trajectory": "formats",
@@ -84,6 +87,7 @@ __all__ = [
     "LedgerUnavailable",
     "LLMVerifier",
     "load_checklist",
+    "MemorySessionStore",
     "Message",
     "Model",
     "ModelError",
@@ -98,6 +102,8 @@ __all__ = [
     "resolve_model",
     "ScriptedModel",
     "ScriptedModelError",
+    "Session",
+    "SessionStore",
     "SQLiteStore",
     "StateResolver",
     "TemplateError",
@@ -147,6 +153,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .guard import Guard, after_block, remediation_message
     from .messages import Message, ToolCall, ToolResult, Trajectory
     from .models import Model, ModelRequest, ModelResponse, ScriptedModel, resolve_model
+    from .session import MemorySessionStore, Session, SessionStore
     from .stages import CheckContext, Gate, Verifier
     from .store import LedgerUnavailable, SQLiteStore
     from .trace import Trace, read_trace

@@ -15,6 +15,7 @@ EXPECTED = {
     "after_block", "load_checklist", "parse_checklist", "read_trace", "remediation_message", "resolve_model",
     "HardGate", "StateResolver", "LLMVerifier", "GrantIssuer", "GrantVerifier", "GrantError", "generate_keypair",
     "GuardedExecutor", "SQLiteStore", "LedgerUnavailable", "validate_checklist", "to_trajectory", "from_trajectory",
+    "Session", "SessionStore", "MemorySessionStore",
 }  # fmt: skip
 
 
