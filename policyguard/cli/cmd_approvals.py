@@ -1,7 +1,8 @@
 """``policyguard approvals list|show ID|approve ID|deny ID --store URL``: the approval queue for a person.
 
 Exit codes: 0 done; 1 the queue refused the decision (unknown id, already
-decided, expired); 2 bad input (a store URL that names no store).
+decided, expired); 2 bad input (a store URL that names no store, or a SQLite
+file that does not exist: these commands never create a store).
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ def _store(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(url: str) -> SQLApprovalQueue:
+    """The queue in an existing store: these commands read and decide, they never create a store."""
     from ..storeurl import open_approvals
 
-    return open_approvals(url)
+    return open_approvals(url, create=False)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -95,3 +95,19 @@ def test_the_reviewer_defaults_to_the_environment(
     request_id = waiting(rig)
     assert main(["approvals", "approve", request_id, "--store", url(rig)]) == 0
     assert rig.queue.get(request_id).reviewer == "carol"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["list", "--json"], ["show", "apr-1"], ["approve", "apr-1", "--reviewer", "a"], ["deny", "apr-1"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_a_mistyped_store_path_is_an_error_and_nothing_is_created(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once: `approvals list --store sqlite:///gaurd.db` created gaurd.db and listed an empty queue, exit 0."""
+    missing = tmp_path / "gaurd.db"
+    assert main(["approvals", *argv, "--store", f"sqlite:///{missing}"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("policyguard: error:") and str(missing) in line and "no such store" in line
+    assert list(tmp_path.iterdir()) == []
