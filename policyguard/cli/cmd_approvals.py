@@ -87,10 +87,9 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     now = time.time()
     for request in requests:
-        failed = ",".join(r.id for r in request.failed) or "-"
         print(
             f"{request.id}  {request.status:<8}  {_age(now - request.created_at):>6}  {request.tool}  "
-            f"principal={request.principal or '-'}  {_brief(request.arguments)}  failed={failed}"
+            f"principal={request.principal or '-'}  {_brief(request.arguments)}  {_outcomes(request)}"
         )
     print(f"{len(requests)} request(s)", file=sys.stderr)
     return 0
@@ -166,6 +165,17 @@ def _render(request: ApprovalRequest) -> str:
         text = line.content.replace("\n", " ")
         lines.append(f"  {line.role:>9}: {text}")
     return "\n".join(lines)
+
+
+def _outcomes(request: ApprovalRequest) -> str:
+    """``failed=`` the requirements shown NOT_MET, then ``unverified=`` those nobody judged, if any.
+
+    An unverified requirement did not fail: in a gate-only guard it is simply
+    not judged, so it is not listed as something the reviewer waives.
+    """
+    failed = ",".join(r.id for r in request.requirements if r.status == "NOT_MET") or "-"
+    unverified = ",".join(r.id for r in request.requirements if r.status == "UNVERIFIED")
+    return f"failed={failed}" + (f"  unverified={unverified}" if unverified else "")
 
 
 def _brief(arguments: dict[str, object]) -> str:
