@@ -179,10 +179,12 @@ class Guard:
                 principal=principal,
                 unknown_tools=unknown_tools,
             )
-        except ChecklistError as exc:  # the policy pin: name the files, not "<checklist>"
-            if exc.file is not None:
+        except ChecklistError as exc:  # the policy pin: name both files
+            if exc.field != "policy.version":
                 raise
-            raise ChecklistError(f"{exc.message} ({policy})", file=str(checklist), field=exc.field) from None
+            raise ChecklistError(
+                f"{exc.message} ({policy})", file=exc.file or str(checklist), line=exc.line, field=exc.field
+            ) from None
 
     # -- public API ---------------------------------------------------------
 
