@@ -59,6 +59,8 @@ def test_a_missing_trace_file_says_what_writes_it(
 def test_a_mistyped_store_path_is_refused_and_not_created(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: None)  # were the store opened, nothing would listen
     monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
     missing = tmp_path / "gaurd.db"
     code, err = _run(["review", "--store", f"sqlite:///{missing}", "--port", "0"], capsys)
