@@ -465,12 +465,16 @@ class Checklist(_Model):
         return [*own, *self.general_rules]
 
     def check_policy(self, policy_text: str) -> None:
-        """Raise if ``policy_text`` is not the policy this checklist was written for."""
+        """Raise if ``policy_text`` is not the policy this checklist was written for.
+
+        The error names the checklist's file and the line of its pin when it
+        was loaded from one, whoever builds the guard (``bench replay``, serve).
+        """
         actual = policy_version(policy_text)
         if actual != self.policy.version:
-            raise ChecklistError(
+            raise self.error_at(
                 f"policy version mismatch: checklist expects {self.policy.version}, the policy text is {actual}",
-                field="policy.version",
+                ("policy", "version"),
             )
 
     @classmethod

@@ -81,7 +81,17 @@ APPROVAL_UNAVAILABLE = (
 
 
 class Guard:
-    """Checks pending tool calls against a policy and its checklist."""
+    """Checks pending tool calls against a policy and its checklist.
+
+    ``principal`` is the authenticated END USER the agent acts for (the
+    customer whose account the tools touch), as the integrator's login
+    established it; it is not the agent's own id. When given, it replaces the
+    checklist's ``principal`` lookup in the dialogue for every call: checks
+    that read ``principal`` (``facts.order.user_id == principal``) compare
+    against it, approvals are bound to it, and a grant names it. Leave it None
+    to let the checklist read the user from the dialogue; pass a fixed value
+    only when one guard serves one authenticated user.
+    """
 
     def __init__(
         self,
@@ -145,13 +155,24 @@ class Guard:
         trace_path: str | Path | None = None,
         principal: str | None = None,
         unknown_tools: Literal["block", "check"] = "block",
+        approvals: ApprovalQueue | None = None,
+        grants: GrantIssuer | None = None,
+        denials: NonceStore | None = None,
+        sessions: SessionStore | None = None,
     ) -> Guard:
         """Build a guard from a policy file, a checklist file and a model spec.
 
         ``model="none"`` runs only the deterministic gate and reports model-judged
         requirements as UNVERIFIED. Any other spec goes through
-        :func:`policyguard.resolve_model`, which refuses a provider model whose
-        API key is not set.
+        :func:`policyguard.resolve_model`, which refuses an unknown model name or
+        a provider model whose API key is not set.
+
+        ``principal`` is the authenticated end user the agent acts for (see
+        :class:`Guard`); it overrides the checklist's principal lookup, so leave
+        it None unless your login established the user. ``approvals`` (an
+        :class:`~policyguard.approvalqueue.ApprovalQueue`, e.g.
+        ``open_approvals("sqlite:///guard.db")``), ``grants``, ``denials`` and
+        ``sessions`` are passed to :class:`Guard` unchanged.
 
         Every problem with a file (missing, unreadable, not UTF-8, a checklist
         pinned to another policy, a scripted model file, the trace file) raises
@@ -183,11 +204,17 @@ class Guard:
                 trace=trace,
                 principal=principal,
                 unknown_tools=unknown_tools,
+                approvals=approvals,
+                grants=grants,
+                denials=denials,
+                sessions=sessions,
             )
-        except ChecklistError as exc:  # the policy pin: name the files, not "<checklist>"
-            if exc.file is not None:
+        except ChecklistError as exc:  # the policy pin: name both files
+            if exc.field != "policy.version":
                 raise
-            raise ChecklistError(f"{exc.message} ({policy})", file=str(checklist), field=exc.field) from None
+            raise ChecklistError(
+                f"{exc.message} ({policy})", file=exc.file or str(checklist), line=exc.line, field=exc.field
+            ) from None
 
     # -- public API ---------------------------------------------------------
 

@@ -7,6 +7,7 @@ file to a shared database by changing a setting, not code.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, Literal
 
@@ -21,14 +22,17 @@ _POSTGRES = ("postgresql://", "postgres://")
 _USAGE = "use sqlite:///path.db or postgresql://user@host:5432/dbname"
 
 
-def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> Store:
+def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", create: bool = True) -> Store:
     """The store ``url`` names; a :class:`ConfigError` naming the URL when it names none.
 
     ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` open (and
     create) a SQLite file; ``sqlite:///:memory:`` a private in-memory database;
-    ``synchronous`` applies to SQLite only. ``postgresql://`` (or ``postgres://``)
-    URLs open a :class:`~policyguard.pgstore.PostgresStore` (extra
-    ``[postgres]``); an unreachable server raises ``LedgerUnavailable``.
+    ``synchronous`` applies to SQLite only. With ``create=False`` a SQLite file
+    that does not exist is a :class:`ConfigError` and nothing is created: a
+    command that only reads or decides (``approvals``, ``review``) must not turn
+    a mistyped path into a new, empty store. ``postgresql://`` (or
+    ``postgres://``) URLs open a :class:`~policyguard.pgstore.PostgresStore`
+    (extra ``[postgres]``); an unreachable server raises ``LedgerUnavailable``.
     """
     if not isinstance(url, str) or not url:
         raise ConfigError(f"store URL: empty; {_USAGE}")
@@ -36,6 +40,11 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> 
         path = url[len(_SQLITE) :]
         if not path.startswith("/") or path == "/":
             raise ConfigError(f"store URL {url!r}: a SQLite URL is sqlite:///path.db (three slashes)")
+        if not create and path[1:] != ":memory:" and not os.path.isfile(path[1:]):
+            raise ConfigError(
+                f"store URL {url!r}: no such store ({path[1:]} does not exist; the guard creates it "
+                "when it first records something)"
+            )
         return SQLiteStore(path[1:], synchronous=synchronous)
     if url.startswith(_POSTGRES):
         try:
@@ -54,15 +63,15 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> 
     raise ConfigError(f"store URL {scheme}://...: unknown scheme {scheme!r}; {_USAGE}")
 
 
-def open_approvals(url: str) -> SQLApprovalQueue:
+def open_approvals(url: str, *, create: bool = True) -> SQLApprovalQueue:
     """The approval queue kept in the store ``url`` names (its own tables, beside nonces and ledger).
 
-    Same URLs and errors as :func:`open_store`: ``sqlite:///path.db`` or
-    ``postgresql://...`` (replicas sharing the database share the queue).
+    Same URLs, errors and ``create`` as :func:`open_store`: ``sqlite:///path.db``
+    or ``postgresql://...`` (replicas sharing the database share the queue).
     """
     from .approvalqueue import SQLiteApprovalQueue
 
-    store = open_store(url)
+    store = open_store(url, create=create)
     if isinstance(store, SQLiteStore):
         return SQLiteApprovalQueue(store)
     from .pgapprovals import PostgresApprovalQueue

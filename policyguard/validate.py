@@ -474,7 +474,8 @@ class _Semantics:
         elif effect.approval_threshold is not None:
             self.out.add(
                 ("tools", key, "effect", "approval_threshold"),
-                f"no approved_by: every amount above {effect.approval_threshold:g} is blocked",
+                f"no approved_by: every amount above {effect.approval_threshold:g} is blocked, "
+                "or waits for a person when the guard has an approval queue (approvals=)",
                 "warning",
             )
 

@@ -352,3 +352,48 @@ def test_the_guides_confirmation_passes_only_on_the_members_own_reply(
     assert decision.outcome == outcome
     confirmed = next(r for r in decision.requirements if r.id == "confirmed")
     assert confirmed.status == ("MET" if outcome == "allow" else "NOT_MET")
+
+
+# ---------------------------------------------------------------- section 7: money effects and approvals
+
+
+def _deposit_files(folder: Path) -> tuple[Path, Path]:
+    policy = folder / "deposit_policy.md"
+    policy.write_text(_block("deposit-policy"), encoding="utf-8")
+    checklist = folder / "deposits.yaml"
+    checklist.write_text(_block("deposit-checklist"), encoding="utf-8")
+    return policy, checklist
+
+
+@pytest.mark.parametrize("marker", ["deposit-checklist", "deposit-approved-by"])
+def test_every_checklist_of_the_money_section_loads_and_validates_clean(marker: str, tmp_path: Path) -> None:
+    """Each YAML block is a whole checklist: the package's loader reads it, quotes and pin match the policy."""
+    path = tmp_path / f"{marker}.yaml"
+    path.write_text(_block(marker), encoding="utf-8")
+    checklist = load_checklist(path)
+    checklist.check_policy(_block("deposit-policy"))
+    problems = validate_checklist(path, policy_text=_block("deposit-policy"))
+    assert [p for p in problems if p.severity == "error"] == []
+    effect = checklist.tools["refund_deposit"].effect
+    assert effect is not None and (effect.ceiling, effect.approval_threshold) == (200, 50)
+
+
+def test_the_money_section_names_only_effect_fields_that_exist() -> None:
+    """Every `effect:` key the prose explains is a field of EffectSpec (the schema forbids others)."""
+    from policyguard.checklist import EffectSpec
+
+    section = GUIDE.read_text(encoding="utf-8").split("## 7. Money and approvals", 1)[1]
+    named = set(re.findall(r"^- `([a-z_]+)`", section, re.M)) | {"approved_by"}
+    assert named <= set(EffectSpec.model_fields)
+
+
+def test_the_approvals_example_escalates_allows_once_and_blocks_above_the_ceiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _deposit_files(tmp_path)
+    exec(compile(_block("deposit-approvals"), "writing-checklists.md#approvals", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out.splitlines() == ["escalate", "allow", "block"]
+    assert main(["approvals", "list", "--store", "sqlite:///guard.db", "--status", "used"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert "refund_deposit  principal=M1" in line and "failed=effect-approval" in line

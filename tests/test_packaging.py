@@ -31,6 +31,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+def test_wheel_carries_the_license_its_metadata_declares(wheel: Path) -> None:
+    """pyproject declared Apache-2.0 while the repository had no LICENSE file to ship."""
+    archive = zipfile.ZipFile(wheel)
+    [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    assert "License: Apache-2.0" in archive.read(metadata).decode().splitlines()
+    [license_file] = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    text = archive.read(license_file).decode()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+
+
+@pytest.mark.slow
 def test_wheel_contains_prompts_and_checklists(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for prompt in (ROOT / "prompts").glob("*.j2"):

@@ -1,7 +1,8 @@
 """``policyguard approvals list|show ID|approve ID|deny ID --store URL``: the approval queue for a person.
 
 Exit codes: 0 done; 1 the queue refused the decision (unknown id, already
-decided, expired); 2 bad input (a store URL that names no store).
+decided, expired); 2 bad input (a store URL that names no store, or a SQLite
+file that does not exist: these commands never create a store).
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ def _store(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(url: str) -> SQLApprovalQueue:
+    """The queue in an existing store: these commands read and decide, they never create a store."""
     from ..storeurl import open_approvals
 
-    return open_approvals(url)
+    return open_approvals(url, create=False)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -85,10 +87,9 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     now = time.time()
     for request in requests:
-        failed = ",".join(r.id for r in request.failed) or "-"
         print(
             f"{request.id}  {request.status:<8}  {_age(now - request.created_at):>6}  {request.tool}  "
-            f"principal={request.principal or '-'}  {_brief(request.arguments)}  failed={failed}"
+            f"principal={request.principal or '-'}  {_brief(request.arguments)}  {_outcomes(request)}"
         )
     print(f"{len(requests)} request(s)", file=sys.stderr)
     return 0
@@ -164,6 +165,17 @@ def _render(request: ApprovalRequest) -> str:
         text = line.content.replace("\n", " ")
         lines.append(f"  {line.role:>9}: {text}")
     return "\n".join(lines)
+
+
+def _outcomes(request: ApprovalRequest) -> str:
+    """``failed=`` the requirements shown NOT_MET, then ``unverified=`` those nobody judged, if any.
+
+    An unverified requirement did not fail: in a gate-only guard it is simply
+    not judged, so it is not listed as something the reviewer waives.
+    """
+    failed = ",".join(r.id for r in request.requirements if r.status == "NOT_MET") or "-"
+    unverified = ",".join(r.id for r in request.requirements if r.status == "UNVERIFIED")
+    return f"failed={failed}" + (f"  unverified={unverified}" if unverified else "")
 
 
 def _brief(arguments: dict[str, object]) -> str:

@@ -143,8 +143,22 @@ def _show(args: argparse.Namespace) -> int:
     from ..checklist import load_checklist
 
     checklist = load_checklist(args.checklist)
+    if args.tool is not None and not checklist.known_tool(args.tool):
+        return _error(_unknown_tool(args.tool, checklist.tools, args.checklist))
     print(render_checklist(checklist, tool=args.tool, file=str(args.checklist)))
     return 0
+
+
+def _unknown_tool(tool: str, known: Any, file: str) -> str:
+    """Why ``--tool`` shows nothing: the checklist does not name it, so the guard blocks it by default."""
+    from ..toolnames import nearest
+
+    guess = nearest(tool, known)
+    hint = f"; did you mean {guess!r}?" if guess is not None else ""
+    return (
+        f"--tool {tool!r}: not in {file}, so the guard blocks every call to it "
+        f"(unless built with unknown_tools='check'){hint}"
+    )
 
 
 def render_checklist(checklist: Any, *, tool: str | None = None, file: str | None = None) -> str:
@@ -186,7 +200,7 @@ def render_checklist(checklist: Any, *, tool: str | None = None, file: str | Non
     if tool is not None:
         spec = checklist.tool_spec(tool)
         if spec is None:
-            lines.append(f"tool {tool}: not in the checklist - treated as MUTATING; only the general rules apply")
+            lines.append(f"tool {tool}: not in the checklist - the guard blocks it unless unknown_tools='check'")
             selected: list[tuple[str, Any]] = []
         else:
             selected = [(tool, spec)]

@@ -63,7 +63,10 @@ def _handle(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port}: not a port number")
     for path in args.trace:
         if not os.path.isfile(path):
-            raise ConfigError(f"--trace {path}: no such file")
+            raise ConfigError(
+                f"--trace {path}: no such file; a guard writes it (verify/serve --trace FILE, "
+                "Guard.from_files(trace_path=...)): run one first, or start the console without --trace"
+            )
     try:
         import uvicorn
 
@@ -74,7 +77,7 @@ def _handle(args: argparse.Namespace) -> int:
         ) from exc
     from ..storeurl import open_approvals
 
-    queue = open_approvals(args.store)
+    queue = open_approvals(args.store, create=False)  # a mistyped path is an error, not a new empty queue
     secure = args.allow_remote if args.secure_cookie is None else args.secure_cookie
     app = create_app(
         queue, token=token, trace_files=args.trace, decide=_decider(queue, args.events), secure_cookie=secure

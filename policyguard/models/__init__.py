@@ -23,9 +23,12 @@ def resolve_model(spec: str) -> Model | None:
       (extras ``openai`` / ``anthropic``);
     * ``litellm:MODEL`` or a bare ``MODEL`` (e.g. ``openai/gpt-4.1-mini``) - LiteLLM.
 
-    A provider model whose API key is not in the environment is a
-    :class:`ConfigError` naming the variable (``OPENAI_API_KEY``...), raised
-    here rather than at the first call.
+    A spec no backend can use is a :class:`ConfigError` raised here rather
+    than a failed (BLOCK) call later: a name LiteLLM cannot route (a bare name
+    must be one LiteLLM's price table lists; otherwise write
+    ``PROVIDER/MODEL``), or a provider model whose API key is not in the
+    environment (the message names the variable, ``OPENAI_API_KEY``...). Both
+    are said before LiteLLM is imported when the name alone tells.
     """
     spec = spec.strip()
     if not spec:

@@ -6,10 +6,13 @@ bundled price table instead of fetching one. The one LiteLLM global set, when
 this backend first imports it, is ``suppress_debug_info``: LiteLLM otherwise
 prints "Give Feedback / Get Help" banners on stdout, where the CLI writes JSON.
 
-* Keys: :meth:`LiteLLMModel.check_environment` (called by
-  :func:`policyguard.resolve_model`) fails with a :class:`ConfigError` naming
-  the variable (``OPENAI_API_KEY``...) before any call. An authentication
-  failure at call time is the ``auth`` kind, which the verifier never retries.
+* Names and keys: :meth:`LiteLLMModel.check_environment` (called by
+  :func:`policyguard.resolve_model`) fails with a :class:`ConfigError` for a
+  name LiteLLM cannot route or naming the missing key variable
+  (``OPENAI_API_KEY``...) before any call, and before LiteLLM is imported when
+  the name alone tells (:mod:`policyguard.models.litellm_names`). An
+  authentication failure at call time is the ``auth`` kind, which the verifier
+  never retries.
 
 * Structured output: a ``json_schema`` ``response_format`` when
   ``litellm.supports_response_schema`` says the model has it; otherwise the
@@ -31,6 +34,7 @@ from ..decision import Usage
 from ..errors import ConfigError, ModelError
 from .anthropic_backend import EPHEMERAL, cache_marked
 from .base import ModelRequest, ModelResponse
+from .litellm_names import missing_key, name_problem
 from .pricing import cost_usd
 from .sdk import error_kind_for_status, json_instruction
 
@@ -45,6 +49,20 @@ def _litellm() -> Any:
 
 # Options that authenticate a call without the provider's environment variable, or make no real call.
 _AUTH_OPTIONS = ("api_key", "azure_ad_token", "azure_ad_token_provider", "mock_response")
+# Options that route a name LiteLLM would not route by itself.
+_ROUTING_OPTIONS = ("custom_llm_provider", "api_base", "base_url")
+
+
+def _key_message(model: str, variables: str) -> str:
+    return (
+        f"model {model!r} needs {variables} in the environment (not set); "
+        "set it, or use --model none for the gate alone"
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def is_claude(model: str) -> bool:
@@ -62,27 +80,41 @@ class LiteLLMModel:
         self.completion_kwargs = completion_kwargs
 
     def check_environment(self) -> None:
-        """Fail with a :class:`ConfigError` naming the API key variable the provider needs and lacks.
+        """Fail with a :class:`ConfigError` when no call could work: a name LiteLLM cannot route, or a missing key.
 
-        Only ``*_API_KEY`` variables are required here: base URLs and cloud
-        credentials (AWS, Vertex) have other sources LiteLLM resolves itself.
-        Passing ``api_key=`` (or ``mock_response=``) to the constructor skips it.
+        What :mod:`~policyguard.models.litellm_names` can tell from the name
+        (an unknown bare name, a common provider's key variable) is said before
+        LiteLLM is imported; LiteLLM then judges the rest. Only ``*_API_KEY``
+        variables are required: base URLs and cloud credentials (AWS, Vertex)
+        have other sources LiteLLM resolves itself. Passing ``api_key=`` (or
+        ``mock_response=``) to the constructor skips the check, and routing
+        options (``custom_llm_provider=``, ``api_base=``) skip the name check.
         """
         if any(option in self.completion_kwargs for option in _AUTH_OPTIONS):
             return
+        routed = any(option in self.completion_kwargs for option in _ROUTING_OPTIONS)
+        problem = None if routed else name_problem(self.model)
+        if problem is not None:
+            raise ConfigError(problem)
+        missing = missing_key(self.model)
+        if missing is not None:
+            raise ConfigError(_key_message(self.model, missing))
+        litellm = _litellm()
+        if not routed:
+            try:
+                litellm.get_llm_provider(model=self.model)
+            except Exception as exc:
+                raise ConfigError(f"model {self.model!r}: LiteLLM cannot route it: {_first_line(exc)}") from None
         try:
-            info = _litellm().validate_environment(model=self.model, api_base=self.completion_kwargs.get("api_base"))
+            info = litellm.validate_environment(model=self.model, api_base=self.completion_kwargs.get("api_base"))
         except Exception:  # a provider LiteLLM cannot judge: the call will say
             return
         if info.get("keys_in_environment", True):
             return
-        missing = [str(key) for key in info.get("missing_keys", [])]
-        keys = [key for key in missing if key.endswith("_API_KEY")]
+        missing_keys = [str(key) for key in info.get("missing_keys", [])]
+        keys = [key for key in missing_keys if key.endswith("_API_KEY")]
         if keys:
-            raise ConfigError(
-                f"model {self.model!r} needs {' or '.join(keys)} in the environment (not set); "
-                "set it, or use --model none for the gate alone"
-            )
+            raise ConfigError(_key_message(self.model, " or ".join(keys)))
 
     def supports_schema(self) -> bool:
         """Whether LiteLLM knows the model to accept a JSON schema (False when unsure)."""

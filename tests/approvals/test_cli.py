@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from policyguard.checklist import Checklist
 from policyguard.cli import main
 from policyguard.inv1 import audit_file
+from policyguard.messages import Message, ToolCall, Trajectory
 
-from .conftest import Rig, refund_call
+from .conftest import Rig, checklist_data, refund_call
 
 
 def waiting(rig: Rig, call_id: str = "c1", **kw: object) -> str:
@@ -95,3 +97,59 @@ def test_the_reviewer_defaults_to_the_environment(
     request_id = waiting(rig)
     assert main(["approvals", "approve", request_id, "--store", url(rig)]) == 0
     assert rig.queue.get(request_id).reviewer == "carol"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["list", "--json"], ["show", "apr-1"], ["approve", "apr-1", "--reviewer", "a"], ["deny", "apr-1"]],
+    ids=lambda argv: " ".join(argv),
+)
+def test_a_mistyped_store_path_is_an_error_and_nothing_is_created(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once: `approvals list --store sqlite:///gaurd.db` created gaurd.db and listed an empty queue, exit 0."""
+    missing = tmp_path / "gaurd.db"
+    assert main(["approvals", *argv, "--store", f"sqlite:///{missing}"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("policyguard: error:") and str(missing) in line and "no such store" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_list_names_unverified_requirements_apart_from_failed_ones(
+    rig: Rig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once: a requirement nobody judged (gate only, no verifier) was listed under `failed=` for the reviewer."""
+    data = checklist_data()
+    data["tools"]["issue_refund"]["requirements"].append(
+        {
+            "id": "refund.user_asked",
+            "text": "The user asked for this refund.",
+            "kind": "procedural",
+            "source": "Every refund states a reason.",
+        }
+    )
+    guard = rig.guard_with(checklist=Checklist.model_validate(data))
+    decision = rig.check(refund_call("c1"), guard)
+    assert decision.approval_id is not None
+    assert main(["approvals", "list", "--store", url(rig)]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    assert "failed=effect-approval " in line + " " and line.endswith("unverified=refund.user_asked")
+
+
+def test_list_shows_the_principal_the_checklist_established(rig: Rig, capsys: pytest.CaptureFixture[str]) -> None:
+    """With no `principal=` the request carries the user the checklist's lookup read, never `principal=-`."""
+    data = checklist_data()
+    data["principal"] = {"tool": "get_user_details", "field": "user_id"}
+    data["tools"]["get_user_details"] = {"mutating": False}
+    guard = rig.guard_with(checklist=Checklist.model_validate(data), principal=None)
+    read = ToolCall(id="u1", name="get_user_details", arguments={"user_id": "mia_1"})
+    rig.history = Trajectory(
+        messages=[
+            Message(role="user", content="I am mia_1; refund my order."),
+            Message(role="assistant", tool_calls=[read]),
+            Message(role="tool", tool_call_id="u1", name="get_user_details", content='{"user_id": "mia_1"}'),
+        ]
+    )
+    assert rig.check(refund_call("c1"), guard).approval_id is not None
+    assert main(["approvals", "list", "--store", url(rig)]) == 0
+    assert "principal=mia_1 " in capsys.readouterr().out

@@ -73,12 +73,26 @@ def test_show_renders_tools_requirements_and_stats(capsys: pytest.CaptureFixture
     assert "stats: 3 requirements (2 data, 1 procedural)" in out
 
 
-def test_show_one_tool_and_an_unknown_tool(capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_one_tool(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["checklist", "show", str(FIXTURES / "good.yaml"), "--tool", "get_order"]) == 0
     out = capsys.readouterr().out
     assert "get_order: read-only" in out and "refund: MUTATING" not in out
-    assert main(["checklist", "show", str(FIXTURES / "good.yaml"), "--tool", "wipe_disk"]) == 0
-    assert "treated as MUTATING" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("tool", "hint"), [("wipe_disk", ""), ("Get_Order", "; did you mean 'get_order'?")])
+def test_show_a_tool_the_checklist_does_not_name_is_an_error(
+    tool: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once: exit 0 and 'treated as MUTATING; only the general rules apply', while the guard blocks such a tool."""
+    good = FIXTURES / "good.yaml"
+    assert main(["checklist", "show", str(good), "--tool", tool]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.strip().splitlines()
+    assert line == (
+        f"policyguard: error: --tool {tool!r}: not in {good}, so the guard blocks every call to it "
+        f"(unless built with unknown_tools='check'){hint}"
+    )
 
 
 def test_show_reports_a_broken_file_as_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

@@ -273,6 +273,15 @@ def test_a_model_without_its_key_exits_2_naming_the_variable_and_prints_no_json(
     assert "OPENAI_API_KEY" in line and line.startswith("policyguard: error:")
 
 
+def test_an_unknown_model_spec_exits_2_with_one_line_not_a_block(files, capsys):  # type: ignore[no-untyped-def]
+    """Once: `--model bogus` ran the verifier for 28 s and answered BLOCK, exit 1, with nothing on stderr."""
+    code, _ = run(files, REFUND_50, "--model", "bogus")
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    [line] = captured.err.strip().splitlines()
+    assert line.startswith("policyguard: error: model 'bogus'") and "PROVIDER/MODEL" in line
+
+
 def test_a_missing_scripted_model_file_exits_2_naming_it(files, capsys):  # type: ignore[no-untyped-def]
     missing = files["dir"] / "no-such-model.json"
     code, _ = run(files, REFUND_50, "--model", f"scripted:{missing}")

@@ -10,6 +10,7 @@ says so.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -257,6 +258,10 @@ def test_arguments_outside_the_limits_are_refused_naming_message_call_and_argume
             pytest.skip("Python cannot build this input as objects either")
         spec = {"name": "update_reservation_baggages", "arguments": arguments}
         messages = [*user(fmt, "hi"), *calls(fmt, ("call_9", spec))]
+        if raw.count("[") >= sys.getrecursionlimit():  # Python 3.13 builds it, but no reader can walk it
+            with pytest.raises(FormatError, match="the input is nested too deeply to read"):
+                read(fmt, messages)
+            return
     else:
         spec = {"name": "update_reservation_baggages", "arguments": {}}
         messages = [*user(fmt, "hi"), *calls(fmt, ("call_9", spec), raw_arguments=raw)]

@@ -293,6 +293,17 @@ def test_from_files_names_the_checklist_and_policy_on_a_version_mismatch(tmp_pat
     assert "<checklist>" not in str(caught.value)
 
 
+def test_a_checklist_from_a_file_pinned_to_another_policy_names_the_file_and_line(tmp_path):  # type: ignore[no-untyped-def]
+    """Once: a guard built from a loaded checklist (bench replay, serve) said `<checklist>: policy.version: ...`."""
+    from policyguard.checklist import load_checklist
+
+    _, checklist = _files(tmp_path)
+    with pytest.raises(ChecklistError) as caught:
+        Guard(load_checklist(checklist), "another policy text\n")
+    assert (caught.value.file, caught.value.line, caught.value.field) == (str(checklist), 1, "policy.version")
+    assert str(caught.value).startswith(f"{checklist}:1: policy.version: policy version mismatch")
+
+
 # ---------------------------------------------------------------- inputs: plain provider shapes, or a TypeError
 
 CHAT = [

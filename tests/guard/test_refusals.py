@@ -28,6 +28,9 @@ from policyguard.guard import Guard
 from policyguard.stages import CheckContext
 from policyguard.trace import Trace
 
+TOO_DEEP_TO_HASH = 20_000
+"""Nesting json.dumps refuses (RecursionError) on every supported Python: 3.13 encodes 5,000 levels, 3.11 does not."""
+
 POLICY = "Refunds need a read of the order first. Refunds above 500 need a supervisor.\n"
 
 CHECKLIST = textwrap.dedent(
@@ -185,7 +188,7 @@ def test_arguments_outside_the_limits_are_blocked_not_raised(case: str) -> None:
 def test_arguments_nested_past_the_recursion_limit_are_blocked() -> None:
     deep: list[object] = []
     node = deep
-    for _ in range(5000):
+    for _ in range(TOO_DEEP_TO_HASH):
         child: list[object] = []
         node.append(child)
         node = child
@@ -445,7 +448,7 @@ def test_the_hard_gate_alone_blocks_arguments_too_deep_to_hash() -> None:
 
     deep: list[object] = []
     node = deep
-    for _ in range(5000):
+    for _ in range(TOO_DEEP_TO_HASH):
         child: list[object] = []
         node.append(child)
         node = child

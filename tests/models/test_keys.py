@@ -19,6 +19,7 @@ from policyguard.canonical import policy_version
 from policyguard.models.anthropic_backend import AnthropicModel, map_anthropic_error
 from policyguard.models.base import ModelRequest, PromptPart
 from policyguard.models.litellm_backend import LiteLLMModel, map_litellm_error
+from policyguard.models.litellm_names import PROVIDER_KEYS, missing_key
 from policyguard.models.openai_backend import OpenAIModel
 from policyguard.stages import CheckContext
 from policyguard.verifier import RETRYABLE
@@ -142,3 +143,72 @@ def test_the_anthropic_sdk_type_error_for_a_missing_key_is_auth() -> None:
 def test_an_injected_client_needs_no_key_in_the_environment() -> None:
     OpenAIModel("gpt-4.1-mini", client=object()).check_environment()
     AnthropicModel("claude-sonnet-4-5", client=object()).check_environment()
+
+
+# ---------------------------------------------------------------- said at once, before LiteLLM is imported
+
+
+def _litellm_loaded_after_resolving(spec: str) -> tuple[str, bool]:
+    """The ConfigError ``resolve_model(spec)`` raises in a fresh interpreter, and whether LiteLLM got imported."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom policyguard import ConfigError, resolve_model\n"
+        f"try:\n    resolve_model({spec!r})\nexcept ConfigError as exc:\n    print(exc)\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    *message, loaded = out.stdout.strip().splitlines()
+    return " ".join(message), loaded == "True"
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("openai/gpt-4.1-mini", "needs OPENAI_API_KEY"),
+        ("gpt-4.1-mini", "needs OPENAI_API_KEY"),
+        ("anthropic/claude-sonnet-4-5", "needs ANTHROPIC_API_KEY"),
+        ("bogus", "model 'bogus': no provider and not a model LiteLLM knows"),
+    ],
+)
+def test_a_missing_key_or_an_unknown_name_is_said_before_litellm_is_imported(spec: str, said: str) -> None:
+    """Once: the key was reported only after LiteLLM's import (8 s); ``bogus`` ran the verifier and blocked."""
+    message, loaded = _litellm_loaded_after_resolving(spec)
+    assert said in message
+    assert not loaded
+
+
+@pytest.mark.parametrize("spec", ["bogus", "litellm:bogus", "gpt-4.1-mnii", "bogus/some-model"])
+def test_a_name_litellm_cannot_route_is_a_config_error(spec: str) -> None:
+    with pytest.raises(ConfigError, match="bogus|mnii"):
+        resolve_model(spec)
+
+
+def test_a_bare_name_litellm_knows_and_a_prefixed_new_name_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert isinstance(resolve_model("gpt-4.1-mini"), LiteLLMModel)
+    assert isinstance(resolve_model("openai/a-model-newer-than-the-price-table"), LiteLLMModel)
+
+
+def test_routing_options_let_a_name_litellm_does_not_know_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    LiteLLMModel("my-local-model", custom_llm_provider="openai").check_environment()
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDER_KEYS))
+def test_the_early_key_table_agrees_with_litellm(provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each variable the table names is enough for LiteLLM, and without all of them LiteLLM misses the first."""
+    variables = PROVIDER_KEYS[provider]
+    for name in variables:
+        monkeypatch.delenv(name, raising=False)
+    model = f"{provider}/some-model"
+    info = litellm.validate_environment(model=model)
+    assert not info["keys_in_environment"] and variables[0] in info["missing_keys"]
+    assert missing_key(model) == " or ".join(variables)
+    for name in variables:
+        monkeypatch.setenv(name, "k")
+        assert litellm.validate_environment(model=model)["keys_in_environment"], name
+        assert missing_key(model) is None
+        monkeypatch.delenv(name)

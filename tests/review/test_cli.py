@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +44,28 @@ def test_a_missing_trace_file_is_named(monkeypatch: pytest.MonkeyPatch, capsys: 
     monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
     code, err = _run(["review", "--store", "sqlite:///:memory:", "--trace", "/nonexistent/run.jsonl"], capsys)
     assert code == 2 and "/nonexistent/run.jsonl" in err
+
+
+def test_a_missing_trace_file_says_what_writes_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's `--trace runs/guard.jsonl` names a file a guard writes; a newcomer is told so, not just 'no file'."""
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
+    code, err = _run(["review", "--store", "sqlite:///:memory:", "--trace", "runs/none.jsonl"], capsys)
+    [line] = err.strip().splitlines()
+    assert code == 2 and "runs/none.jsonl" in line and "a guard writes it" in line and "without --trace" in line
+
+
+def test_a_mistyped_store_path_is_refused_and_not_created(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: None)  # were the store opened, nothing would listen
+    monkeypatch.setenv("POLICYGUARD_REVIEW_TOKEN", TOKEN)
+    missing = tmp_path / "gaurd.db"
+    code, err = _run(["review", "--store", f"sqlite:///{missing}", "--port", "0"], capsys)
+    assert code == 2 and "no such store" in err and str(missing) in err
+    assert not missing.exists()
 
 
 def test_a_bad_store_url_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

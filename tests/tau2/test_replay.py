@@ -222,3 +222,11 @@ def test_hybrid_sends_what_the_gate_escalates_to_the_verifier(data: DomainData) 
 def test_cli_hybrid_without_a_verifier_model_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "replay", "--config", "hybrid"]) == 2
     assert "--verifier-model" in capsys.readouterr().err
+
+
+def test_cli_a_checklist_for_another_domain_names_its_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """Once: `bench replay --checklist retail.yaml` (airline policy) said `<checklist>: policy.version: ...`."""
+    retail = str(shipped_checklist("retail"))
+    assert main(["bench", "replay", "--domain", "airline", "--checklist", retail, "--evaluate", "none"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"policyguard: error: {retail}:") and "policy version mismatch" in line
