@@ -141,7 +141,7 @@ class Session:
         self._waiting: set[object] = set()  # checks waiting in claim_writes
         self._abandoned: set[object] = set()  # waiting checks released before their turn came
         self._host = _HostState()
-        self._deferred: str | None = None
+        self._deferred: set[str] = set()  # pending calls whose host copy judge() will map (checks in flight)
         self.evicted: str | None = None
 
     # -- what the guard asks ------------------------------------------------
@@ -166,7 +166,6 @@ class Session:
         nothing) when the new part of the history pairs ambiguously.
         """
         with self._lock:
-            self._deferred = None
             messages = trajectory.messages
             start = self._host_start(messages)
             host = self._host
@@ -183,22 +182,20 @@ class Session:
                     answered=batch.host_answered,
                     matched=batch.matched,
                 )
-            if pending is not None and isinstance(self._host.open.get(pending.id), ToolCall):
-                waiting = self._host.open[pending.id]
-                assert isinstance(waiting, ToolCall)
-                if (waiting.name, waiting.arguments) == (pending.name, pending.arguments):
-                    self._deferred = pending.id
+            if pending is not None and self._host_copy(pending):
+                self._deferred.add(pending.id)
 
     def judge(self, call: ToolCall, judged: Judged) -> None:
         """Record the guard's decision on ``call`` (``allow`` or ``block``)."""
         with self._lock:
             event = NewEvent(kind="call", call_id=call.id, tool=call.name, arguments=call.arguments, judged=judged)
             (added,) = self._append([event])
-            if self._deferred == call.id:  # the host's copy of the call is this site: its result answers it
-                at = self._site_at[added.seq]
-                self._host.open[call.id] = at
-                self._host.matched.add(at)
-                self._deferred = None
+            if call.id in self._deferred:
+                self._deferred.discard(call.id)
+                if self._host_copy(call):  # the host's copy of the call is this site: its result answers it
+                    at = self._site_at[added.seq]
+                    self._host.open[call.id] = at
+                    self._host.matched.add(at)
 
     def record_result(self, call_id: str, content: str, *, is_error: bool = False) -> bool:
         """The fate of the newest unanswered call ``call_id``: executed, with this result (an error result:
@@ -280,7 +277,7 @@ class Session:
     def id_problem(self, call: ToolCall) -> str | None:
         """Why ``call``'s id cannot name a new call in this session, or None."""
         with self._lock:
-            if self._deferred != call.id and self._answered_in_host(call):
+            if call.id not in self._deferred and self._answered_in_host(call):
                 return "was already answered by a tool result"
             at = self._open.get(call.id)
             if at is None:
@@ -293,6 +290,11 @@ class Session:
             return None
 
     # -- internals ------------------------------------------------------------
+
+    def _host_copy(self, call: ToolCall) -> bool:
+        """The host's history shows ``call`` unanswered, and the record has not placed it yet."""
+        waiting = self._host.open.get(call.id)
+        return isinstance(waiting, ToolCall) and (waiting.name, waiting.arguments) == (call.name, call.arguments)
 
     def _answered_in_host(self, call: ToolCall) -> bool:
         """The host's history shows this very call answered (it ran): checking it again cannot run it again."""
