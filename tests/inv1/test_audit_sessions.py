@@ -32,7 +32,7 @@ def test_a_deny_in_one_session_does_not_taint_the_same_call_id_in_another():
 def test_a_guarded_loop_in_two_sessions_with_the_same_ids_audits_clean():
     from policyguard import GuardedTools, Message, ToolCall, Trajectory
 
-    from ..session.test_record import make_guard
+    from ..session.credits import make_guard
 
     trace = Trace(keep=True)
     guard = make_guard(trace=trace)

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from policyguard.canonical import policy_version
-
+from ..session.credits import CHECKLIST as CREDIT_CHECKLIST
+from ..session.credits import POLICY as CREDIT_POLICY
 from .conftest import CHECKLIST, POLICY, Replica, store_urls, tool_call, unique
 
 TIMEOUT = httpx.Timeout(30.0)
@@ -99,28 +98,6 @@ def test_without_a_session_id_a_deny_is_keyed_by_the_call_id_alone(server: Repli
 
 
 # -- replicas share the record --------------------------------------------------------
-
-CREDIT_POLICY = "At most one goodwill credit per conversation.\n"
-CREDIT_CHECKLIST = textwrap.dedent(
-    f"""
-    policy: {{name: credits, version: "{policy_version(CREDIT_POLICY)}"}}
-    facts:
-      credits_sent:
-        tool: get_account
-        also: [send_credit]
-        match: {{}}
-        collect: calls
-    tools:
-      get_account: {{mutating: false}}
-      send_credit:
-        requirements:
-          - id: credit-once
-            text: At most one goodwill credit per conversation; a failed one does not count.
-            kind: data
-            source: At most one goodwill credit per conversation.
-            check: facts.credits_sent.filter(c, has(c.args.amount) && !c.error).size() == 0
-    """
-)
 
 
 def credit_files(tmp_path: Path) -> list[str]:

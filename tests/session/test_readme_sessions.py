@@ -10,7 +10,7 @@ import pytest
 
 from policyguard import Message, ToolCall, Trajectory
 
-from .test_record import make_guard
+from .credits import make_guard
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

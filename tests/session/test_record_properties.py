@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from policyguard import Message, ToolCall, Trajectory
 
-from .test_record import make_guard
+from .credits import make_guard
 
 STEPS = st.lists(
     st.one_of(

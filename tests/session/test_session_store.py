@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import multiprocessing
 import runpy
-import textwrap
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from policyguard import Guard, HardGate, Message, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
+from policyguard import Guard, Message, ToolCall, Trajectory
 from policyguard.session import MemorySessionStore, NewEvent, SessionEvicted, SessionFull, SessionStore
 from policyguard.store import LedgerUnavailable
+
+from .credits import asked, credit, make_guard
 
 BACKENDS = ["memory", "sqlite-file", "postgres"]
 WORKER = str(Path(__file__).with_name("session_worker.py"))
@@ -224,7 +224,7 @@ def test_a_store_that_fails_raises_and_the_guard_blocks_the_write(backend: Backe
         store.append_events("s1", [call("b")])
     with pytest.raises(LedgerUnavailable):
         store.session_events("s1")
-    guard = make_guard(sessions=store)
+    guard = replica(store)
     decision = guard.check(credit("c1"), Trajectory(messages=[asked(credit("c1"))]), session="s1")
     assert decision.outcome == "block" and "session store" in (decision.error or "")
     read = ToolCall(id="r1", name="get_account", arguments={"account_id": "A1"})
@@ -284,45 +284,15 @@ def test_writers_appending_at_once_to_one_session_get_unique_contiguous_numbers(
 
 # -- replicas: two guards on one store ----------------------------------------------
 
-POLICY = "At most one goodwill credit per conversation.\n"
-CHECKLIST = textwrap.dedent(
-    f"""
-    policy: {{name: credits, version: "{policy_version(POLICY)}"}}
-    facts:
-      credits_sent:
-        tool: get_account
-        also: [send_credit]
-        match: {{}}
-        collect: calls
-    tools:
-      get_account: {{mutating: false}}
-      send_credit:
-        requirements:
-          - id: credit-once
-            text: At most one goodwill credit per conversation; a failed one does not count.
-            kind: data
-            source: At most one goodwill credit per conversation.
-            check: facts.credits_sent.filter(c, has(c.args.amount) && !c.error).size() == 0
-    """
-)
 
-
-def make_guard(**kwargs: Any) -> Guard:
-    checklist = parse_checklist(CHECKLIST)
-    return Guard(checklist, POLICY, gate=HardGate(checklist), allow_unverified=True, session_wait_s=0, **kwargs)
-
-
-def credit(call_id: str) -> ToolCall:
-    return ToolCall(id=call_id, name="send_credit", arguments={"user_id": "u1", "amount": 50})
-
-
-def asked(pending: ToolCall) -> Message:
-    return Message(role="assistant", tool_calls=[pending])
+def replica(store: SessionStore) -> Guard:
+    """A guard on ``store`` that never waits for another check (replicas share only the store)."""
+    return make_guard(sessions=store, session_wait_s=0)
 
 
 def test_a_write_allowed_on_one_replica_counts_on_the_other(backend: Backend) -> None:
     """The once-rule holds across replicas: the second credit is blocked on the replica that never saw the first."""
-    first, second = make_guard(sessions=backend.open()), make_guard(sessions=backend.open())
+    first, second = replica(backend.open()), replica(backend.open())
     assert first.check(credit("c1"), Trajectory(messages=[asked(credit("c1"))]), session="conv").outcome == "allow"
     assert first.record_result("conv", "c1", '{"ok": true}')
     trimmed = [Message(role="user", content="one more credit please"), asked(credit("c2"))]  # what the host kept
@@ -333,7 +303,7 @@ def test_a_write_allowed_on_one_replica_counts_on_the_other(backend: Backend) ->
 
 
 def test_a_write_whose_outcome_is_unknown_on_one_replica_counts_on_the_other(backend: Backend) -> None:
-    first, second = make_guard(sessions=backend.open()), make_guard(sessions=backend.open())
+    first, second = replica(backend.open()), replica(backend.open())
     assert first.check(credit("c1"), Trajectory(messages=[asked(credit("c1"))]), session="conv").outcome == "allow"
     decision = second.check(credit("c2"), Trajectory(messages=[asked(credit("c2"))]), session="conv")
     assert decision.outcome == "block"
