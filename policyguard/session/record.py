@@ -131,7 +131,6 @@ class Session:
         self._sites: list[_Site] = []
         self._site_at: dict[int, int] = {}  # call event seq -> index in _sites
         self._open: dict[str, int] = {}  # call id -> its newest unanswered site
-        self._newest: dict[str, int] = {}  # call id -> its newest site
         self._by_id: dict[str, list[int]] = {}  # call id -> its sites, in order
         self._said: dict[str, int] = {}
         self._visible: list[CallSite] = []  # what the gate reads: calls not blocked, kept as results arrive
@@ -300,10 +299,10 @@ class Session:
         """The host's history shows this very call answered (it ran): checking it again cannot run it again."""
         if call.id not in self._host.answered:
             return False
-        at = self._newest.get(call.id)
-        if at is None:
+        sites = self._by_id.get(call.id)
+        if not sites:
             return False
-        site = self._sites[at]
+        site = self._sites[sites[-1]]  # the newest call of that id
         return (site.call.name, site.call.arguments) == (call.name, call.arguments) and site.result is not None
 
     def _is_pending(self, site: _Site) -> bool:
@@ -365,7 +364,6 @@ class Session:
                 self._running_writes.add(at)
             self._site_at[event.seq] = at
             self._open[event.call_id] = at
-            self._newest[event.call_id] = at
             self._by_id.setdefault(event.call_id, []).append(at)
         elif event.kind in ("result", "unknown"):
             answered = self._site_at.get(event.answers)
