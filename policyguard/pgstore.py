@@ -61,6 +61,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .distribution import install_hint
 from .session import sql as session_sql
 from .session.events import NewEvent, SessionEvent
 from .session.store import DEFAULT_MAX_EVENTS, DEFAULT_RETENTION_S, session_limits
@@ -223,7 +224,7 @@ class PostgresStore:
             from psycopg_pool import ConnectionPool
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise LedgerUnavailable(
-                "PostgresStore needs psycopg and psycopg_pool: pip install 'policyguard[postgres]'"
+                f"PostgresStore needs psycopg and psycopg_pool: {install_hint('postgres')}"
             ) from exc
         self.session_limits = session_limits(
             max_events=max_session_events, retention_s=session_retention_s, max_sessions=max_sessions

@@ -11,6 +11,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Literal
 
+from .distribution import install_hint
 from .errors import ConfigError
 from .store import SQLiteStore, Store
 
@@ -54,7 +55,7 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", cre
             from .pgstore import PostgresStore
         except ImportError as exc:
             raise ConfigError(
-                "store URL postgresql://...: needs psycopg and psycopg_pool; pip install 'policyguard[postgres]'"
+                f"store URL postgresql://...: needs psycopg and psycopg_pool; {install_hint('postgres')}"
             ) from exc
         return PostgresStore(url)
     scheme = url.split("://", 1)[0] if "://" in url else ""

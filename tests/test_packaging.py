@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
+
+from policyguard.distribution import DIST_NAME, install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +30,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    (built,) = out.glob("policyguard-*.whl")
+    (built,) = out.glob("policyguard_agents-*.whl")
     return built
 
 
@@ -134,3 +138,75 @@ def _site_packages() -> list[str]:
     import site
 
     return [p for p in site.getsitepackages() if Path(p).is_dir()]
+
+
+# --- the distribution name -------------------------------------------------------------------
+# On PyPI, "policyguard" is an unrelated project with its own `policyguard` command; installing
+# it by mistake runs someone else's code. This library ships as policyguard-agents, imports as
+# policyguard and installs the `policyguard` command.
+
+_INSTALL = re.compile(r"pip install\s+(?:-[-\w]+\s+)*['\"]?([A-Za-z0-9_.-]+)(?=[\[\s'\"`)]|$)")
+_HINT_FILES = (
+    "policyguard/**/*.py",
+    "README.md",
+    "docs/**/*.md",
+    "examples/**/*",
+    "benchmarks/**/*.md",
+    "checklists/**/*.md",
+    "mkdocs.yml",
+    ".ci/run",
+)
+
+
+def _install_lines() -> list[tuple[str, int, str, str]]:
+    found = []
+    for pattern in _HINT_FILES:
+        for path in sorted(ROOT.glob(pattern)):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            try:
+                text = path.read_text()
+            except UnicodeDecodeError:
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                for match in _INSTALL.finditer(line):
+                    found.append((str(path.relative_to(ROOT)), number, match.group(1), line.strip()))
+    return found
+
+
+def test_the_distribution_name_is_the_one_every_hint_uses() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DIST_NAME == "policyguard-agents"
+    assert project["scripts"] == {"policyguard": "policyguard.cli:main"}
+    assert install_hint("postgres").startswith("pip install 'policyguard-agents[postgres]'")
+
+
+def test_no_install_line_names_the_unrelated_pypi_project() -> None:
+    lines = _install_lines()
+    assert any(name == DIST_NAME for _, _, name, _ in lines), "no install line names the distribution at all"
+    wrong = [
+        f"{path}:{number}: {line}"
+        for path, number, name, line in lines
+        if name.lower().replace("_", "-").startswith("policyguard") and name != DIST_NAME
+    ]
+    assert wrong == []
+
+
+def test_every_missing_extra_error_is_built_by_install_hint() -> None:
+    """A hand-written hint could drift from the name; the package spells `pip install` in one place only."""
+    spelled = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "policyguard").rglob("*.py")
+        if re.search(r"[\"']pip install", path.read_text()) and path.name != "distribution.py"
+    )
+    assert spelled == []
+
+
+@pytest.mark.slow
+def test_wheel_metadata_names_the_distribution_and_the_command(wheel: Path) -> None:
+    archive = zipfile.ZipFile(wheel)
+    [metadata] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    assert f"Name: {DIST_NAME}" in archive.read(metadata).decode().splitlines()
+    [entry_points] = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+    assert "policyguard = policyguard.cli:main" in archive.read(entry_points).decode()
+    assert "policyguard/__init__.py" in archive.namelist()

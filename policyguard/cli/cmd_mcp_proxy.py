@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from ..distribution import install_hint
 from ..errors import ConfigError
 from ..loopback import is_loopback
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         from ..integrations import mcp_proxy, mcp_transport
     except ImportError as exc:
         raise ConfigError(
-            f"mcp-proxy needs the MCP SDK ({exc.name} is missing): pip install 'policyguard[mcp]'"
+            f"mcp-proxy needs the MCP SDK ({exc.name} is missing): {install_hint('mcp')}"
         ) from None
     if sys.version_info >= (3, 11):
         from builtins import BaseExceptionGroup

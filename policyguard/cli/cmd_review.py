@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from ..distribution import install_hint
 from ..errors import ConfigError
 from ..loopback import is_loopback
 
@@ -73,7 +74,7 @@ def _handle(args: argparse.Namespace) -> int:
         from ..review.app import create_app
     except ImportError as exc:
         raise ConfigError(
-            f"the review console needs the [review] extra: pip install 'policyguard[review]' ({exc})"
+            f"the review console needs the [review] extra: {install_hint('review')} ({exc})"
         ) from exc
     from ..storeurl import open_approvals
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..distribution import install_hint
 from ..errors import ConfigError
 
 DEFAULT_PORT = 8700
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         from ..serve.auth import TOKEN_ENV, server_token
         from ..serve.connections import ACCEPT_BATCH, HEADER_TIMEOUT_S, ConnectionLimits, fit_open_files
     except ImportError as exc:
-        hint = "pip install 'policyguard[serve]'"
+        hint = install_hint("serve")
         raise ConfigError(f"policyguard serve needs the 'serve' extra: {hint} ({exc})") from None
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: not a port number")

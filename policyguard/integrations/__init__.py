@@ -2,6 +2,6 @@
 
 Each submodule wraps one framework or protocol and imports it lazily: importing
 ``policyguard`` (or this package) loads none of them. Install the matching extra
-(``pip install 'policyguard[agents]'``, ``[langchain]``, ``[mcp]``) before
+(``pip install 'policyguard-agents[agents]'``, ``[langchain]``, ``[mcp]``) before
 importing a submodule.
 """

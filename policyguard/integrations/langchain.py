@@ -1,6 +1,6 @@
 """PolicyGuard as LangChain agent middleware (``langchain.agents.create_agent``).
 
-Install the extra first: ``pip install 'policyguard[langchain]'``. ::
+Install the extra first: ``pip install 'policyguard-agents[langchain]'``. ::
 
     from langchain.agents import create_agent
     from policyguard.integrations.langchain import PolicyGuardMiddleware
@@ -73,6 +73,8 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired
 
+from ..distribution import install_hint
+
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
     from langchain.agents.middleware.types import PrivateStateAttr
@@ -83,7 +85,7 @@ try:
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "policyguard.integrations.langchain needs LangChain >= 1: pip install 'policyguard[langchain]'"
+        f"policyguard.integrations.langchain needs LangChain >= 1: {install_hint('langchain')}"
     ) from exc
 
 from ..decision import Decision

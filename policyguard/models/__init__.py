@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..distribution import install_hint
 from ..errors import ConfigError
 from .base import Model, ModelRequest, ModelResponse, PromptPart
 from .scripted import ScriptedModel
@@ -71,5 +72,5 @@ def _require(module: str, extra: str, spec: str) -> None:
     if not found:
         raise ConfigError(
             f"model {spec!r} needs the {module!r} package, which is not installed: "
-            f"pip install 'policyguard[{extra}]' (the gate alone, --model none, needs no model library)"
+            f"{install_hint(extra)}; the gate alone (--model none) needs no model library"
         )

