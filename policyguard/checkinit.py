@@ -112,7 +112,7 @@ def skeleton(
         f"# Checklist skeleton written by `policyguard checklist init` from {tools_spec}.",
         "# Replace every TODO requirement, then run:",
         f"#   policyguard checklist validate {output} --policy {policy_path} --tools {tools_spec}",
-        "# A guide: docs/writing-checklists.md",
+        "# A guide: docs/checklists/writing.md",
         "schema_version: 1",
         "policy:",
         f"  name: {_quoted(policy_name)}",

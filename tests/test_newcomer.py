@@ -1,4 +1,4 @@
-"""A newcomer's path on a domain not shipped in checklists/ (a lending library), as docs/writing-checklists.md tells it.
+"""A newcomer's path on a domain not shipped in checklists/ (a lending library), as docs/checklists/writing.md tells it.
 
 ``checklist init`` -> the skeleton fails ``validate`` -> the guide's finished
 checklist validates clean -> a guarded loop allows a complying renewal and
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ from policyguard.checkinit import TODO_SOURCE, InitError, skeleton, write_skelet
 from policyguard.checklist import load_checklist, parse_checklist
 from policyguard.cli import main
 from policyguard.validate import validate_checklist
+from tests.docblocks import expected_lines, shows
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-checklists.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs/checklists/writing.md"
 HERE = Path(__file__).resolve().parent / "newcomer"
 POLICY = HERE / "library_policy.md"
 TOOLS = HERE / "library_tools.json"
@@ -49,6 +51,27 @@ def domain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _cli(*argv: str) -> int:
     return main(list(argv))
+
+
+def _run_guide_commands(marker: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run a shell block of the guide as written; each ``# ...`` line under a command is in its output."""
+    for command, expected in expected_lines(_block(marker)):
+        argv = shlex.split(command)
+        assert argv[0] == "policyguard", command
+        main(argv[1:])
+        out = capsys.readouterr()
+        for line in expected:
+            assert shows(out.out + out.err, line), f"{command!r} did not print {line!r}:\n{out.out}{out.err}"
+
+
+def test_the_guides_commands_run_as_written(domain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """init writes the skeleton, validate names the TODO, and the finished checklist validates clean."""
+    _run_guide_commands("init-command", capsys)
+    text = (domain / "library.yaml").read_text(encoding="utf-8")
+    assert "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#")) == _block("skeleton")
+    _run_guide_commands("validate-todo-command", capsys)
+    (domain / "library.yaml").write_text(_block("checklist"), encoding="utf-8")
+    _run_guide_commands("validate-command", capsys)
 
 
 def test_guide_policy_and_tools_are_the_fixtures() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import types
 from pathlib import Path
@@ -13,11 +12,11 @@ import pytest
 
 from policyguard import ScriptedModel
 from policyguard.canonical import policy_version
+from tests.docblocks import doc_block
 
 openai = pytest.importorskip("openai")
 from openai.types.chat import ChatCompletion  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 POLICY = "Refund only after the user says yes to the amount.\n"
 CHECKLIST = f"""
 policy: {{name: refunds, version: "{policy_version(POLICY)}"}}
@@ -50,8 +49,7 @@ def _tool_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_readme_drop_in_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    block = re.search(r"## A drop-in guard.*?```python\n(.*?)```", README.read_text(), re.S)
-    assert block is not None, "the README lost its drop-in example"
+    code = doc_block("README.md", "drop-in-loop")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.md").write_text(POLICY)
     (tmp_path / "checklist.yaml").write_text(CHECKLIST)
@@ -89,7 +87,7 @@ def test_readme_drop_in_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     model = ScriptedModel([json.dumps(verdict)])
     monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: model)
 
-    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme_example"})
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
 
     assert refunds == []  # the blocked refund never ran
     tool_messages = [m for m in seen[-1] if m.get("role") == "tool"]

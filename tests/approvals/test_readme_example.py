@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.docblocks import doc_block
 
 
 def test_the_readme_approvals_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    block = re.search(r"## Approvals\n.*?```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert block is not None, "the README lost its Approvals example"
+    code = doc_block("docs/approvals.md", "approvals")
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     namespace: dict[str, object] = {}
     with contextlib.redirect_stdout(out):
-        exec(compile(block.group(1), "README.md#approvals", "exec"), namespace)  # noqa: S102
+        exec(compile(code, "docs/approvals.md#approvals", "exec"), namespace)  # noqa: S102
     namespace["queue"].close()  # type: ignore[attr-defined]
     first, again, changed = out.getvalue().splitlines()
     assert re.fullmatch(r"escalate apr-[0-9a-f]{24}", first)

@@ -70,7 +70,7 @@ def test_bench_tau2_run_options_are_explained(option: str) -> None:
 def _readme_rows() -> list[str]:
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
     return [line for line in text.splitlines() if line.startswith("| `policyguard ")]
 
 
@@ -82,7 +82,7 @@ def _row_for(path: str, rows: list[str]) -> str:
     for row in rows:  # 'checklist schema | validate C ... | show C ...' and 'bench inspect DIR' in the refund row
         if f"policyguard {group} " in row and (f"\\| {leaf} " in row or f"`{path} " in row):
             return row
-    raise AssertionError(f"README's command table has no row for 'policyguard {path}'")
+    raise AssertionError(f"docs/reference/cli.md's command table has no row for 'policyguard {path}'")
 
 
 def test_readme_command_table_lists_every_flag_of_every_command() -> None:

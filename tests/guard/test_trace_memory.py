@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from policyguard.trace import DEFAULT_KEEP, Trace, read_trace
+from tests.docblocks import doc_block
 
 
 def _emit(trace: Trace, count: int) -> None:
@@ -71,7 +71,5 @@ def test_a_nonsense_keep_is_refused(keep: object) -> None:
 
 
 def test_the_readme_trace_example_runs_as_written() -> None:
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    block = re.search(r"## Speed and memory.*?```python\n(.*?)```", readme.read_text(), re.S)
-    assert block is not None, "the README lost its trace example"
-    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme_trace"})
+    code = doc_block("docs/production/performance.md", "trace-memory")
+    exec(compile(code, "docs/production/performance.md", "exec"), {"__name__": "readme_trace"})

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.docblocks import doc_block
 
 pytest.importorskip("agents")
 
@@ -18,7 +19,6 @@ from policyguard.canonical import policy_version  # noqa: E402
 
 from .test_agents_sdk import ScriptedAgentModel, call, say  # noqa: E402
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 POLICY = "Refund at most the amount captured for the order.\nRefund only after the user says yes to the amount.\n"
 CHECKLIST = f"""
 policy: {{name: refunds, version: "{policy_version(POLICY)}"}}
@@ -42,8 +42,7 @@ REMEDIATION = "Tell the user the refund amount and ask them to confirm with yes 
 
 
 def test_readme_agents_sdk_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
-    block = re.search(r"## OpenAI Agents SDK.*?```python\n(.*?)```", README.read_text(), re.S)
-    assert block is not None, "the README lost its Agents SDK example"
+    code = doc_block("docs/guarding/agents-sdk.md", "agents-sdk")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.md").write_text(POLICY)
     (tmp_path / "checklist.yaml").write_text(CHECKLIST)
@@ -71,7 +70,7 @@ def test_readme_agents_sdk_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     verifier = ScriptedModel([json.dumps(verdict)])
     monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: verifier)
 
-    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme_agents_example"})
+    exec(compile(code, "docs/guarding/agents-sdk.md", "exec"), {"__name__": "readme_agents_example"})
 
     assert capsys.readouterr().out.strip() == "Shall I refund 50 USD on O1?"
     assert set(names) == {"gpt-4.1"}

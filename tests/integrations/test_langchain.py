@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.docblocks import doc_block
+
 pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent  # noqa: E402
@@ -390,13 +392,11 @@ def test_importing_policyguard_and_its_formats_loads_no_langchain():
 
 # -- the README example ---------------------------------------------------------
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 README_REMEDIATION = "Tell the user the refund amount and ask them to confirm with yes before refunding."
 
 
 def test_readme_langchain_example_runs_and_blocks_the_unconfirmed_refund(monkeypatch, tmp_path, capsys):
-    block = re.search(r"## LangChain agents.*?```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert block is not None, "the README lost its LangChain example"
+    code = doc_block("docs/guarding/langchain.md", "langchain")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "policy.md").write_text(POLICY, encoding="utf-8")
     (tmp_path / "checklist.yaml").write_text(CONFIRMED_CHECKLIST, encoding="utf-8")
@@ -415,7 +415,7 @@ def test_readme_langchain_example_runs_and_blocks_the_unconfirmed_refund(monkeyp
     verifier_model = ScriptedModel([json.dumps(verdict)])
     monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: verifier_model)
 
-    exec(compile(block.group(1), "README.md", "exec"), {"__name__": "readme_langchain_example"})
+    exec(compile(code, "docs/guarding/langchain.md", "exec"), {"__name__": "readme_langchain_example"})
 
     assert capsys.readouterr().out == "Shall I refund 80 USD on O1?\n"
     assert [name for name, _ in tools.ran] == ["get_order"]  # the refund never ran

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.docblocks import doc_block
+
 pytest.importorskip("mcp")
 
 import mcp_types as types  # noqa: E402
@@ -19,15 +20,12 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 
 pytestmark = pytest.mark.slow
 
 
 def readme_command() -> list[str]:
-    section = re.search(r"## MCP guarding proxy\n.*?```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert section is not None, "the README lost its mcp-proxy example"
-    return shlex.split(section.group(1).replace("\\\n", " "))
+    return shlex.split(doc_block("docs/guarding/mcp-proxy.md", "mcp-proxy").replace("\\\n", " "))
 
 
 def test_readme_mcp_proxy_command_guards_the_shop(tmp_path: Path) -> None:

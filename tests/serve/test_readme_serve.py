@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import shutil
 import subprocess
@@ -14,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import ROOT
+from tests.docblocks import doc_block
 
-README = ROOT / "README.md"
+from .conftest import ROOT
 
 VERIFY_JS = r"""
 // Verify an EdDSA JWT against a JWKS with nothing but Node's WebCrypto: the kid picks the key.
@@ -33,9 +32,7 @@ process.exit(ok ? 0 : 1);
 
 
 def _serve_block() -> list[str]:
-    match = re.search(r"## policyguard serve\n.*?```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert match is not None, "the README lost its `policyguard serve` example"
-    return [line for line in match.group(1).splitlines() if line.strip()]
+    return [line for line in doc_block("docs/guarding/http.md", "serve").splitlines() if line.strip()]
 
 
 def _curl(command: list[str], cwd: Path) -> str:

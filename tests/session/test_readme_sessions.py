@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from policyguard import Message, ToolCall, Trajectory
+from tests.docblocks import doc_block
 
 from .credits import make_guard
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-
 
 def example() -> str:
-    block = re.search(r"## Sessions: .*?```python\n(.*?)```", README.read_text(), re.S)
-    assert block is not None, "the README lost its session example"
-    return block.group(1)
+    return doc_block("docs/guarding/sessions.md", "sessions")
 
 
 def test_the_readme_session_example_records_a_timeout_as_unknown_and_a_retry_is_blocked():

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.docblocks import doc_block
+
 EXAMPLE_URL = "postgresql://guard@127.0.0.1:5432/policyguard"
 
 
 def _example() -> str:
-    block = re.search(r"## PostgreSQL store.*?```python\n(.*?)```", README.read_text(), re.S)
-    assert block is not None, "the README lost its PostgreSQL example"
-    return block.group(1)
+    return doc_block("docs/production/postgresql.md", "postgresql")
 
 
 def test_the_readme_postgres_example_runs(pg_url: str) -> None:

@@ -199,7 +199,7 @@ def test_the_synthetic_requirement_of_a_bare_tool_is_a_confirmation_in_checklist
 
 
 GUIDE_WORDING = "The agent told the member the new due date and the member said yes."
-"""docs/writing-checklists.md's confirmation requirement: no "user", no "confirm"."""
+"""docs/checklists/writing.md's confirmation requirement: no "user", no "confirm"."""
 
 
 def with_confirmation_rule(context: CheckContext, text: str, **fields: object) -> CheckContext:
