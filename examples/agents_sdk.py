@@ -111,9 +111,8 @@ async def customer_says(text: str) -> None:
     outputs = {i.raw_item["call_id"]: i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)}
     for checked in result.tool_input_guardrail_results:  # one per guarded call: the guard's Decision
         decision = checked.output.output_info
-        verdict = "ALLOWED, the refund ran" if decision.outcome == "allow" else "BLOCKED, the tool never ran"
-        print(f"  {decision.tool} {asked[decision.call_id]}: {verdict}")
-        print(f"    the agent reads: {outputs[decision.call_id]}")
+        arguments = json.loads(asked[decision.call_id])
+        desk.report(decision.tool, arguments, decision.outcome == "allow", outputs[decision.call_id])
     print(f"agent: {result.final_output}")
 
 

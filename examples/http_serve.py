@@ -71,13 +71,13 @@ def refund(url: str, dialogue: list[dict[str, Any]], call: dict[str, Any]) -> No
     session = "customer-ada"  # one session id per conversation: the server keeps its record
     decision = post(url, "/v1/check", {"trajectory": dialogue, "call": call, "session_id": session})
     arguments = json.loads(call["function"]["arguments"])
-    print(f"  issue_refund {arguments}: /v1/check says {decision['outcome']} (decided by the {decision['stage']})")
+    print(f"  /v1/check answers {decision['outcome']} (decided by the {decision['stage']})")
     if decision["outcome"] != "allow":  # anything but an allow: do not run the call
-        print(f"    BLOCKED, the tool never ran. The agent's model reads: {decision['message']}")
+        desk.report("issue_refund", arguments, False, decision["message"])
         dialogue += called(call, f"Error: {decision['message']}")  # a blocked call reads back as failed
         return
     result = json.dumps(desk.issue_refund(**arguments))
-    print(f"    ALLOWED, the refund ran: {result}")
+    desk.report("issue_refund", arguments, True, result)
     post(url, "/v1/results", {"session_id": session, "call_id": call["id"], "content": result, "is_error": False})
     dialogue += called(call, result)
 

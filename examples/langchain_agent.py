@@ -23,7 +23,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from refund_desk import CHECKLIST, HERE, POLICY, REFUNDS, find_customer, get_order, issue_refund
+from refund_desk import CHECKLIST, HERE, POLICY, REFUNDS, find_customer, get_order, issue_refund, report
 
 from policyguard import Guard
 from policyguard.integrations.langchain import GuardHalted, PolicyGuardMiddleware
@@ -80,9 +80,7 @@ def customer_says(text: str) -> None:
     asked = {c["id"]: c["args"] for m in new if isinstance(m, AIMessage) for c in m.tool_calls}
     for message in new:
         if isinstance(message, ToolMessage) and message.name == "issue_refund":
-            verdict = "BLOCKED, the tool never ran" if message.status == "error" else "ALLOWED, the refund ran"
-            print(f"  issue_refund {asked[message.tool_call_id]}: {verdict}")
-            print(f"    the agent reads: {message.content}")
+            report(message.name, asked[message.tool_call_id], message.status != "error", str(message.content))
     print(f"agent: {new[-1].content}")
 
 

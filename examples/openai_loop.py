@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from openai.types.chat import ChatCompletion
-from refund_desk import CHECKLIST, HERE, POLICY, REFUNDS, TOOL_SCHEMAS, TOOLS
+from refund_desk import CHECKLIST, HERE, POLICY, REFUNDS, TOOL_SCHEMAS, TOOLS, report
 
 from policyguard import Guard, GuardedTools
 
@@ -85,9 +85,8 @@ def customer_says(text: str) -> None:
             result = tools.openai_chat(call.model_dump(), messages)
             messages.append(result)
             if call.function.name == "issue_refund":
-                verdict = "ALLOWED, the refund ran" if len(REFUNDS) > refunds_before else "BLOCKED, the tool never ran"
-                print(f"  issue_refund {call.function.arguments}: {verdict}")
-                print(f"    the agent reads: {result['content']}")
+                ran = len(REFUNDS) > refunds_before
+                report(call.function.name, json.loads(call.function.arguments), ran, result["content"])
 
 
 customer_says("Hi, I'm ada@example.com. Order O1 arrived broken; please refund the 120 USD I paid.")

@@ -17,6 +17,7 @@ elicitation; ``ask_the_user`` below plays a user who says yes.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -28,7 +29,10 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 EXAMPLES = Path(__file__).resolve().parents[1]
-DESK = EXAMPLES / "refund_desk"
+sys.path.insert(0, str(EXAMPLES))  # for the shared refund_desk
+from refund_desk import HERE as DESK  # noqa: E402
+from refund_desk import report  # noqa: E402
+
 PROXY = StdioServerParameters(
     command=sys.executable,
     args=[
@@ -50,7 +54,7 @@ async def ask_the_user(context: Any, params: types.ElicitRequestParams) -> types
 
 def text(result: types.CallToolResult) -> str:
     """The result's text, on one line."""
-    return " ".join(" ".join(part.text.split()) for part in result.content if isinstance(part, types.TextContent))
+    return " ".join(part.text for part in result.content if isinstance(part, types.TextContent))
 
 
 async def main() -> None:
@@ -65,12 +69,11 @@ async def main() -> None:
             ("issue_refund", {"order_id": "O1", "amount": 120}),  # more than was captured
             ("issue_refund", {"order_id": "O1", "amount": 80}),
         ]:
-            print(f"call {name} {arguments}")
             result = await session.call_tool(name, arguments)
-            if name == "issue_refund":
-                verdict = "BLOCKED, the upstream never saw it" if result.is_error else "ALLOWED, the refund ran"
-                print(f"  {verdict}")
-            print(f"  the agent reads: {text(result)}")
+            if name == "issue_refund":  # a blocked call never reaches the upstream
+                report(name, arguments, not result.is_error, text(result))
+            else:  # reads pass straight through
+                print(f"  read {name} {json.dumps(arguments)}: {' '.join(text(result).split())}")
 
 
 anyio.run(main)

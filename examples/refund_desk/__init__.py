@@ -46,3 +46,10 @@ def issue_refund(order_id: str, amount: float) -> dict[str, Any]:
 
 
 TOOLS = {"find_customer": find_customer, "get_order": get_order, "issue_refund": issue_refund}
+
+
+def report(tool: str, arguments: dict[str, Any], allowed: bool, agent_reads: str) -> None:
+    """Print one guarded call, the same way in every example."""
+    verdict = "ALLOWED (the tool ran)" if allowed else "BLOCKED (the tool never ran)"
+    print(f"  {verdict}: {tool} {json.dumps(arguments)}")
+    print(f"    the agent reads: {' '.join(agent_reads.split())}")
