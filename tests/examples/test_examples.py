@@ -10,12 +10,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.docblocks import doc_block, expected_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -97,11 +100,10 @@ def test_the_readme_lists_every_example_and_only_files_that_exist() -> None:
 
 
 def test_the_refund_desk_checklist_validates_clean_with_the_readme_command() -> None:
-    readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"^policyguard (checklist validate .*)$", readme, re.M)
-    assert command is not None, "examples/README.md lost its validate command"
+    [(command, expected)] = expected_lines(doc_block("examples/README.md", "validate"))
+    assert command.startswith("policyguard checklist validate ") and expected == []
     run = subprocess.run(
-        [sys.executable, "-m", "policyguard", *command.group(1).split()],
+        [sys.executable, "-m", *shlex.split(command)],
         cwd=ROOT,
         env=_environment(),
         capture_output=True,
@@ -110,3 +112,19 @@ def test_the_refund_desk_checklist_validates_clean_with_the_readme_command() -> 
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 error(s), 0 warning(s)" in run.stdout + run.stderr
+
+
+# The site page that shows each example whole (a snippet include, so the page cannot drift from the file).
+SHOWN_ON = {
+    "docs/guarding/openai-loop.md": "openai_loop.py",
+    "docs/guarding/langchain.md": "langchain_agent.py",
+    "docs/guarding/agents-sdk.md": "agents_sdk.py",
+    "docs/guarding/mcp-proxy.md": "mcp_proxy/client.py",
+    "docs/guarding/http.md": "http_serve.py",
+}
+
+
+@pytest.mark.parametrize("page", sorted(SHOWN_ON))
+def test_each_integration_page_shows_its_example_file_whole(page: str) -> None:
+    assert doc_block(page, "example").strip() == f'--8<-- "examples/{SHOWN_ON[page]}"'
+    assert SHOWN_ON[page] in {example.path for example in ALL}  # run by test_example_allows_one_refund_and_blocks_one
