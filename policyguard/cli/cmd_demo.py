@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--out",
         default="policyguard-demo",
+        metavar="DIR",
         help=(
             "folder for trace.jsonl and approvals.db (default ./policyguard-demo). Created when missing. A folder "
             "an earlier demo wrote (it holds .policyguard-demo) is reused: only the demo's own files in it are "
