@@ -5,6 +5,7 @@ In the repository they are the top-level ``prompts/``, ``checklists/`` and
 ``policyguard/_data/`` (for ``benchmarks/``: the refund eval and the tau2
 label files the ``bench`` commands read). Both
 layouts resolve here, so installed and source checkouts behave the same.
+The demo's data is package data in both: ``policyguard/_data/demo/``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def shipped_checklist(name: str) -> Path:
     path = checklists_dir() / f"{name}.yaml"
     if not path.is_file():
         raise ConfigError(f"no shipped checklist named {name!r} (looked for {path})")
+    return path
+
+
+def demo_file(name: str) -> Path:
+    """A file of ``policyguard demo`` (``policyguard/_data/demo/``): the tau2 policy, records, conversations."""
+    path = _PACKAGE / "_data" / "demo" / name
+    if not path.is_file():
+        raise ConfigError(f"the demo's {name} is missing (looked for {path}); reinstall policyguard")
     return path
 
 

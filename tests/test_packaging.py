@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -52,6 +53,33 @@ def test_wheel_contains_prompts_and_checklists(wheel: Path) -> None:
         assert f"policyguard/_data/prompts/{prompt.name}" in names
     for checklist in (ROOT / "checklists").glob("*.yaml"):
         assert f"policyguard/_data/checklists/{checklist.name}" in names
+
+
+@pytest.mark.slow
+def test_wheel_contains_the_demo_data(wheel: Path) -> None:
+    """``policyguard demo`` reads package data only: the tau2 policy, its notice, the records, the company rule."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("policy.md", "NOTICE", "airline.json", "company_rules.yaml"):
+        assert f"policyguard/_data/demo/{name}" in names
+    assert "policyguard/_data/checklists/airline.yaml" in names
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_the_demo(wheel: Path, tmp_path: Path) -> None:
+    """Outside the checkout the demo finds its data and the airline checklist in the wheel, and exits 0."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(target), *_site_packages()]), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run(
+        [sys.executable, "-m", "policyguard", "demo", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["ok"] is True
+    assert (tmp_path / "policyguard-demo" / "trace.jsonl").is_file()
 
 
 @pytest.mark.slow

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..inv1 import AuditReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,15 +34,19 @@ def _handle(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"trace": args.trace, "ok": report.ok, **report.model_dump(mode="json")}, indent=2))
     else:
-        out = sys.stdout
-        print(
-            f"{args.trace}: {report.records} records, {report.events} INV-1 events, "
-            f"{report.executes} executes, {report.effects} effects, {len(report.violations)} violations",
-            file=out,
-        )
-        for v in report.violations:
-            print(f"  line {v.line}: {v.kind}: call {v.call_id} ({v.tool}): {v.detail}", file=out)
-        if report.violations:
-            kinds = ", ".join(f"{k}={n}" for k, n in report.counts().items() if n)
-            print(f"violations by kind: {kinds}", file=out)
+        for line in report_lines(args.trace, report):
+            print(line, file=sys.stdout)
     return 0 if report.ok else 1
+
+
+def report_lines(trace: str, report: AuditReport) -> list[str]:
+    """The text report: a summary line, one line per violation, then the counts by kind (``demo`` prints it too)."""
+    lines = [
+        f"{trace}: {report.records} records, {report.events} INV-1 events, "
+        f"{report.executes} executes, {report.effects} effects, {len(report.violations)} violations"
+    ]
+    lines += [f"  line {v.line}: {v.kind}: call {v.call_id} ({v.tool}): {v.detail}" for v in report.violations]
+    if report.violations:
+        kinds = ", ".join(f"{k}={n}" for k, n in report.counts().items() if n)
+        lines.append(f"violations by kind: {kinds}")
+    return lines
