@@ -111,7 +111,11 @@ def test_the_first_commands_demo_runs_in_a_fresh_directory(tmp_path: Path) -> No
     assert run.returncode == 0, run.stdout + run.stderr
     for outcome in ("allow", "block", "escalate"):
         assert re.search(rf"\b{outcome}", run.stdout, re.I), f"the demo shows no {outcome}:\n{run.stdout}"
-    assert (tmp_path / "policyguard-demo").is_dir()
+    assert (tmp_path / "policyguard-demo" / "trace.jsonl").is_file()
+    assert (tmp_path / "policyguard-demo" / "approvals.db").is_file()
+    printed = {line.rstrip() for line in run.stdout.splitlines()}
+    shown = [line for line in doc_block("README.md", "demo-output").splitlines() if line.strip()]
+    assert [line for line in shown if line not in printed] == []
     assert doc_block("docs/getting-started.md", "demo").strip() == command
 
 
