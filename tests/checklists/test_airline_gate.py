@@ -287,3 +287,85 @@ def test_booking_with_six_passengers_and_someone_elses_card_reports_both(
     assert _status(decision, "book-payment-in-profile") == "NOT_MET"
     assert _status(decision, "book-bag-allowance") == "MET"  # regular economy: 1 free bag each
     assert _status(decision, "book-own-account") == "MET"
+
+
+def test_every_payment_in_db_json_is_a_card_or_gift_card_in_its_reservations_owners_profile(
+    airline_raw: dict[str, Any],
+) -> None:
+    """The premise of flights-payment-evidence in tau2's data: a reservation's payment names a method of its owner.
+
+    Every payment history entry is a credit card or gift card in the profile of the reservation's user, of the kind
+    its id names, and every payment method id names its kind (credit_card_*, gift_card_*, certificate_*).
+    """
+    users = airline_raw["users"]
+    for user in users.values():
+        for pid, method in user["payment_methods"].items():
+            assert pid.startswith(method["source"] + "_"), pid
+    entries = 0
+    for res in airline_raw["reservations"].values():
+        methods = users[res["user_id"]]["payment_methods"]
+        for payment in res["payment_history"]:
+            entries += 1
+            pid = payment["payment_id"]
+            assert pid in methods, (res["reservation_id"], pid)
+            assert methods[pid]["source"] in ("credit_card", "gift_card"), (res["reservation_id"], pid)
+    assert entries == len(airline_raw["reservations"]) == 2000
+
+
+def test_a_change_paid_with_the_reservations_own_card_needs_no_profile_read_but_a_spent_certificate_does(
+    gate: HardGate, airline_session: Any, airline_raw: dict[str, Any], airline_context: CheckContext
+) -> None:
+    """Real tau2: a booking that pays with a certificate removes it from the profile, so its payment proves nothing."""
+    res = _find_reservation(airline_raw, cabin="economy", flight_type="one_way")
+    paid = res["payment_history"][0]["payment_id"]
+    s = airline_session
+    s.user(f"I'm {res['user_id']}; please move {res['reservation_id']} to the same flights, no other change.")
+    s.run("get_reservation_details", reservation_id=res["reservation_id"])
+    same = [{"flight_number": f["flight_number"], "date": f["date"]} for f in res["flights"]]
+    s.user("Yes.")
+    change = s.pending(
+        "update_reservation_flights", reservation_id=res["reservation_id"], cabin="economy", flights=same,
+        payment_id=paid,
+    )  # fmt: skip
+    allowed = gate.check(change, s.trajectory(), airline_context)
+    assert allowed.outcome == "escalate", allowed.message
+    assert _status(allowed, "flights-payment-evidence") == "MET"
+
+    # A user with a certificate books with it (tau2 removes it), then asks to pay a change with it.
+    uid, user = next(
+        (uid, u)
+        for uid, u in airline_raw["users"].items()
+        if any(m["source"] == "certificate" for m in u["payment_methods"].values())
+        and any(m["source"] == "credit_card" for m in u["payment_methods"].values())
+    )
+    cert = next(pid for pid, m in user["payment_methods"].items() if m["source"] == "certificate")
+    card = next(pid for pid, m in user["payment_methods"].items() if m["source"] == "credit_card")
+    s = type(airline_session)(airline_session.toolkit)
+    s.user(f"I'm {uid}.")
+    found = s.run("search_direct_flight", origin="JFK", destination="SEA", date="2024-05-20")
+    flight = next(f for f in found if f["available_seats"]["economy"] > 0)
+    price = flight["prices"]["economy"]
+    on_cert = min(price, user["payment_methods"][cert]["amount"])
+    payments = [{"payment_id": cert, "amount": on_cert}] + (
+        [{"payment_id": card, "amount": price - on_cert}] if price > on_cert else []
+    )
+    booked = s.run(
+        "book_reservation", user_id=uid, origin="JFK", destination="SEA", flight_type="one_way", cabin="economy",
+        flights=[{"flight_number": flight["flight_number"], "date": "2024-05-20"}],
+        passengers=[{"first_name": "A", "last_name": "B", "dob": "1990-01-01"}], payment_methods=payments,
+        total_baggages=0, nonfree_baggages=0, insurance="no",
+    )  # fmt: skip
+    assert cert in [p["payment_id"] for p in booked["payment_history"]]
+    assert cert not in s.toolkit.db.users[uid].payment_methods  # spent: gone from the profile
+    s.run("get_reservation_details", reservation_id=booked["reservation_id"])
+    s.user("Yes.")
+    spend = s.pending(
+        "update_reservation_flights", reservation_id=booked["reservation_id"], cabin="business",
+        flights=[{"flight_number": flight["flight_number"], "date": "2024-05-20"}], payment_id=cert,
+    )  # fmt: skip
+    blocked = gate.check(spend, s.trajectory(), airline_context)
+    assert blocked.outcome == "block" and (blocked.message or "").startswith("Read first: get_user_details")
+    assert _status(blocked, "flights-payment-evidence") == "NOT_MET"
+    s.run("get_user_details", user_id=uid)
+    refused = gate.check(spend, s.trajectory(), airline_context)
+    assert refused.outcome == "block" and _status(refused, "flights-payment-in-profile") == "NOT_MET"

@@ -62,7 +62,8 @@ def test_the_policy_clock_and_principal_are_declared(airline_checklist: Checklis
 
 def test_checklist_stats_of_the_shipped_checklists(airline_checklist: Checklist, retail_checklist: Checklist) -> None:
     airline, retail = checklist_stats(airline_checklist), checklist_stats(retail_checklist)
-    assert (airline.requirements, airline.with_check, airline.procedural) == (55, 44, 11)
+    # 56 since flights-payment-evidence (a flight change may prove "in the profile" by the reservation's payments)
+    assert (airline.requirements, airline.with_check, airline.procedural) == (56, 45, 11)
     assert (retail.requirements, retail.with_check, retail.procedural) == (37, 31, 6)
     assert airline.check_share > 0.6 and retail.check_share > 0.6
 
