@@ -66,7 +66,10 @@ def main() -> int:
             f"installed distributions besides policyguard-agents and pip: "
             f"{len([p for p in freeze if not p.lower().startswith(('pip==', 'setuptools=='))])}"
         )
-        print(f"site-packages: {_size_mb(site):.0f} MB")
+        tooling = sum(
+            _size_mb(d) for d in site.iterdir() if d.name.split("-")[0] in ("pip", "setuptools", "_distutils_hack")
+        )
+        print(f"site-packages: {_size_mb(site):.0f} MB ({_size_mb(site) - tooling:.0f} MB without pip and setuptools)")
         print(
             f"policyguard demo: median {statistics.median(times):.2f} s over {args.demo_runs} runs "
             f"(min {min(times):.2f}, max {max(times):.2f}); exit codes {sorted(set(codes))}"
