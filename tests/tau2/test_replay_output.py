@@ -12,6 +12,7 @@ pytest.importorskip("tau2")
 from policyguard.cli import main  # noqa: E402
 from policyguard.tau2.replay import ClassTally, EvaluatorCheck, GoldCall, Miss, ReplayReport  # noqa: E402
 from policyguard.tau2.replay_view import render, verdict  # noqa: E402
+from tests.docblocks import doc_block, expected_lines  # noqa: E402
 
 
 def _gold(task_id: str, passed: bool = False) -> GoldCall:
@@ -103,3 +104,16 @@ def test_cli_not_as_expected_exits_one_and_json_carries_the_verdict(capsys: pyte
     assert code == 1
     assert payload["verdict"]["as_expected"] is False and payload["verdict"]["misses"] > 0
     assert payload["verdict"]["summary"].startswith("NOT as expected")
+
+
+@pytest.mark.slow
+def test_the_benchmarks_page_replays_run_as_written_and_end_as_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/benchmarks.md's two full replays (airline, retail): exit 0 and the verdict says so."""
+    steps = expected_lines(doc_block("docs/benchmarks.md", "replay"))
+    assert [command for command, _ in steps] == [
+        "policyguard bench replay --domain airline",
+        "policyguard bench replay --domain retail",
+    ]
+    for command, _ in steps:
+        assert main(command.split()[1:]) == 0, command
+        assert "verdict: as expected" in capsys.readouterr().out
