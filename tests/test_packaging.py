@@ -35,6 +35,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed once (no dependencies) into a folder of its own, outside the checkout."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
 @pytest.mark.slow
 def test_wheel_carries_the_license_its_metadata_declares(wheel: Path) -> None:
     """pyproject declared Apache-2.0 while the repository had no LICENSE file to ship."""
@@ -65,14 +77,9 @@ def test_wheel_contains_the_demo_data(wheel: Path) -> None:
 
 
 @pytest.mark.slow
-def test_installed_wheel_runs_the_demo(wheel: Path, tmp_path: Path) -> None:
+def test_installed_wheel_runs_the_demo(installed: Path, tmp_path: Path) -> None:
     """Outside the checkout the demo finds its data and the airline checklist in the wheel, and exits 0."""
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-    )
+    target = installed
     env = {"PYTHONPATH": os.pathsep.join([str(target), *_site_packages()]), "PATH": "/usr/bin:/bin"}
     run = subprocess.run(
         [sys.executable, "-m", "policyguard", "demo", "--json"], capture_output=True, text=True, cwd=tmp_path, env=env
@@ -83,13 +90,8 @@ def test_installed_wheel_runs_the_demo(wheel: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_non_editable_install_finds_its_data(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-    )
+def test_non_editable_install_finds_its_data(installed: Path, tmp_path: Path) -> None:
+    target = installed
     code = (
         "import policyguard, policyguard.resources as r; "
         "print(policyguard.__file__); print(r.prompts_dir()); print(r.checklists_dir()); "
@@ -115,14 +117,9 @@ def test_wheel_contains_what_the_bench_commands_read(wheel: Path) -> None:
 
 
 @pytest.mark.slow
-def test_installed_wheel_runs_bench_refund_and_finds_the_labels(wheel: Path, tmp_path: Path) -> None:
+def test_installed_wheel_runs_bench_refund_and_finds_the_labels(installed: Path, tmp_path: Path) -> None:
     """Outside the checkout (no benchmarks/ folder next to the package) the shipped copies are used."""
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-    )
+    target = installed
     # the wheel's own files, then the shared venv's site-packages for the dependencies (not the checkout)
     env = {"PYTHONPATH": os.pathsep.join([str(target), *_site_packages()]), "PATH": "/usr/bin:/bin"}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"

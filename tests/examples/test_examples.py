@@ -66,19 +66,19 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter on ``argv``, from the checkout root, offline (see :func:`_environment`)."""
+    return subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+
+
 @pytest.mark.parametrize("example", ALL, ids=[e.path for e in ALL])
 def test_example_allows_one_refund_and_blocks_one(example: Example) -> None:
     missing = [m for m in example.modules if not _installed(m)]
     if missing:
         pytest.skip(f"examples/{example.path} needs the extra: pip install -e '.[{example.extra}]' ({missing[0]})")
-    run = subprocess.run(
-        [sys.executable, str(EXAMPLES / example.path)],
-        cwd=ROOT,
-        env=_environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    run = _run(str(EXAMPLES / example.path))
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
     assert out.count("BLOCKED") == 1 and out.count("ALLOWED") == 1, out
@@ -102,14 +102,7 @@ def test_the_readme_lists_every_example_and_only_files_that_exist() -> None:
 def test_the_refund_desk_checklist_validates_clean_with_the_readme_command() -> None:
     [(command, expected)] = expected_lines(doc_block("examples/README.md", "validate"))
     assert command.startswith("policyguard checklist validate ") and expected == []
-    run = subprocess.run(
-        [sys.executable, "-m", *shlex.split(command)],
-        cwd=ROOT,
-        env=_environment(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    run = _run("-m", *shlex.split(command))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 error(s), 0 warning(s)" in run.stdout + run.stderr
 
