@@ -11,6 +11,11 @@ from __future__ import annotations
 DIST_NAME = "policyguard-agents"
 
 
+def checkout_install(extra: str) -> str:
+    """The install line for an extra from a checkout of this repository (until a release is on PyPI)."""
+    return f"pip install -e '.[{extra}]'"
+
+
 def install_hint(extra: str) -> str:
     """``pip install 'policyguard-agents[EXTRA]'`` plus the line that works from a checkout."""
-    return f"pip install '{DIST_NAME}[{extra}]' (from a checkout: pip install -e '.[{extra}]')"
+    return f"pip install '{DIST_NAME}[{extra}]' (from a checkout: {checkout_install(extra)})"

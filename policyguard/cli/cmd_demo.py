@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..distribution import checkout_install
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..demo import CallReport, DemoReport
 
@@ -112,7 +114,8 @@ def story(report: DemoReport) -> list[str]:
     if waiting:
         lines.append(f"  policyguard approvals show {waiting} --store {report.store_url}")
     lines.append(f"  policyguard audit {report.trace}")
-    lines.append("  pip install -e '.[tau2]' && policyguard bench replay --domain airline   # the full offline replay")
+    replay = "policyguard bench replay --domain airline   # the full offline replay"
+    lines.append(f"  {checkout_install('tau2')} && {replay}")
     return lines
 
 
