@@ -116,8 +116,8 @@ def prepare_out(out: Path) -> None:
         raise ConfigError(f"--out {out}: {exc.strerror or exc}") from None
 
 
-def demo_checklist() -> Any:
-    """The shipped airline checklist with the company rule's requirements appended to their tools."""
+def demo_checklist() -> tuple[Any, set[str]]:
+    """The shipped airline checklist with the company rule's requirements appended to their tools, and their ids."""
     import yaml
 
     from .checklist import parse_checklist
@@ -127,16 +127,8 @@ def demo_checklist() -> Any:
     extra = yaml.safe_load(demo_file("company_rules.yaml").read_text(encoding="utf-8"))
     for tool, spec in extra["tools"].items():
         base["tools"][tool]["requirements"].extend(spec["requirements"])
-    return parse_checklist(yaml.safe_dump(base, sort_keys=False), file="airline.yaml + company_rules.yaml")
-
-
-def company_rule_ids() -> set[str]:
-    import yaml
-
-    from .resources import demo_file
-
-    extra = yaml.safe_load(demo_file("company_rules.yaml").read_text(encoding="utf-8"))
-    return {req["id"] for spec in extra["tools"].values() for req in spec["requirements"]}
+    company = {req["id"] for spec in extra["tools"].values() for req in spec["requirements"]}
+    return parse_checklist(yaml.safe_dump(base, sort_keys=False), file="airline.yaml + company_rules.yaml"), company
 
 
 def run_demo(out: Path) -> DemoReport:
@@ -158,8 +150,7 @@ def run_demo(out: Path) -> DemoReport:
     prepare_out(out)
     data = json.loads(demo_file("airline.json").read_text(encoding="utf-8"))
     policy = demo_file("policy.md").read_text(encoding="utf-8")
-    checklist = demo_checklist()
-    company = company_rule_ids()
+    checklist, company = demo_checklist()
     steps: list[str] = [
         json.dumps(step["response"]) for conversation in data["conversations"] for step in conversation["verifier"]
     ]
