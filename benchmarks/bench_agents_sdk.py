@@ -36,8 +36,8 @@ from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from policyguard import Guard
-from policyguard.canonical import policy_version
 from policyguard.integrations.agents_sdk import AgentsSDKGuard
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "Refund at most the amount captured for the order.\n"
 CHECKLIST = f"""

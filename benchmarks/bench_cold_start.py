@@ -38,8 +38,8 @@ def _airline_case(folder: Path) -> list[str]:
 
     import tau2
 
-    from policyguard.formats import from_trajectory
     from policyguard.resources import shipped_checklist
+    from policyguard.trajectory.formats import from_trajectory
 
     spec = importlib.util.spec_from_file_location("gate_decisions", ROOT / "benchmarks" / "gate_decisions.py")
     assert spec is not None and spec.loader is not None

@@ -26,13 +26,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from policyguard.checklist import Checklist
-from policyguard.executor import GuardedExecutor
-from policyguard.gate import HardGate
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.gate.hardgate import HardGate
 from policyguard.stages import CheckContext
-from policyguard.store import SQLiteStore
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 POLICY = "Refund only delivered orders, never more than was captured and not yet refunded."
 VERSION = "sha256:" + "1" * 64

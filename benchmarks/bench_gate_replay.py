@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from policyguard.cel import Activation, CelEvalError, CheckProgram
-from policyguard.facts import resolve_facts, resolve_principal
-from policyguard.gate import HardGate
-from policyguard.messages import ToolResultsView
+from policyguard.gate.cel import Activation, CelEvalError, CheckProgram
+from policyguard.gate.facts import resolve_facts, resolve_principal
+from policyguard.gate.hardgate import HardGate
+from policyguard.trajectory.messages import ToolResultsView
 
 
 def _cases_module() -> Any:

@@ -48,9 +48,9 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
 
 def overhead(decisions: int) -> dict[str, tuple[float, float]]:
     from policyguard import ScriptedModel, load_checklist
-    from policyguard.gate import HardGate
-    from policyguard.guard import Guard
-    from policyguard.verifier import LLMVerifier
+    from policyguard.gate.hardgate import HardGate
+    from policyguard.guard.core import Guard
+    from policyguard.verifier.llm import LLMVerifier
 
     airline = _airline()
     if airline is None:
@@ -93,8 +93,8 @@ def overhead(decisions: int) -> dict[str, tuple[float, float]]:
 def prompt_size() -> tuple[int, int] | None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from policyguard import ScriptedModel, load_checklist
-    from policyguard.guard import Guard
-    from policyguard.verifier import LLMVerifier
+    from policyguard.guard.core import Guard
+    from policyguard.verifier.llm import LLMVerifier
 
     airline = _airline()
     if airline is None:
@@ -122,8 +122,8 @@ def long_dialogue_prompt(messages: int = 50_000) -> dict[str, float] | None:
     the messages elided and the seconds ``prepare`` took.
     """
     from policyguard import Message, ScriptedModel, ToolCall, Trajectory, load_checklist
-    from policyguard.guard import Guard
-    from policyguard.verifier import LLMVerifier
+    from policyguard.guard.core import Guard
+    from policyguard.verifier.llm import LLMVerifier
 
     airline = _airline()
     if airline is None:
@@ -148,7 +148,7 @@ def long_dialogue_prompt(messages: int = 50_000) -> dict[str, float] | None:
     started = time.perf_counter()
     prepared = verifier.prepare(call, long, context)
     elapsed = time.perf_counter() - started
-    from policyguard.dialogue import build_rows, conversation_json, estimate_tokens
+    from policyguard.verifier.dialogue import build_rows, conversation_json, estimate_tokens
 
     whole = estimate_tokens(conversation_json(r.line for r in build_rows(long, call.id, tools_only=False)))
     return {
@@ -166,9 +166,9 @@ def _airline():  # type: ignore[no-untyped-def]
     Every tool result is what tau2's own tools return on its real database. None without tau2.
     """
     try:
+        from policyguard.bench.tau2.domain import DomainData
+        from policyguard.bench.tau2.transcript import Transcript, as_call
         from policyguard.resources import shipped_checklist
-        from policyguard.tau2.domain import DomainData
-        from policyguard.tau2.transcript import Transcript, as_call
     except ImportError:
         return None
     try:

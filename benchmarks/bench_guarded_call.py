@@ -37,12 +37,12 @@ from pathlib import Path
 # The same refund workload as bench_gate.py (checklist, trusted get_order result, context, tool).
 from bench_gate import CHECKLIST, CONTEXT, TRAJECTORY, VERSION, refund  # noqa: E402
 
-from policyguard import jws
-from policyguard.executor import GuardedExecutor
-from policyguard.gate import HardGate
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
+from policyguard.enforcement import jws
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.gate.hardgate import HardGate
+from policyguard.trajectory.messages import ToolCall
 
 KEYS = generate_keypair()
 

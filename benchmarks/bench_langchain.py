@@ -33,9 +33,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from policyguard import Guard, ScriptedModel, parse_checklist
-from policyguard.canonical import policy_version
 from policyguard.integrations.langchain import PolicyGuardMiddleware
-from policyguard.verifier import LLMVerifier
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.llm import LLMVerifier
 
 POLICY = "Never refund more than 100 USD. Refund only after the user says yes.\n"
 CHECKLIST = f"""
@@ -66,7 +66,7 @@ VERDICT = json.dumps(
 def guards(verdicts: int = 0) -> dict[str, Guard]:
     """A gate-only guard, and a guard whose scripted verifier has ``verdicts`` PASS answers."""
     checklist = parse_checklist(CHECKLIST, file="bench.yaml")
-    from policyguard.gate import HardGate
+    from policyguard.gate.hardgate import HardGate
 
     gate_only = Guard(checklist, POLICY, gate=HardGate(checklist), allow_unverified=True)
     verifier = LLMVerifier(ScriptedModel([VERDICT] * verdicts))

@@ -23,17 +23,17 @@ import tempfile
 import time
 from typing import Any
 
-from policyguard.checklist import Checklist
-from policyguard.gate import HardGate
-from policyguard.guard import Guard
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist
+from policyguard.gate.hardgate import HardGate
+from policyguard.guard.core import Guard
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 POLICY = "Refund only delivered orders, never more than was captured."
 VERSION = "sha256:" + "1" * 64
 
 
 def _checklist() -> Checklist:
-    from policyguard.canonical import policy_version
+    from policyguard.trajectory.canonical import policy_version
 
     return Checklist.model_validate(
         {
@@ -97,9 +97,9 @@ def main() -> None:
     extra: dict[str, Any] = {}
     executor = None
     if args.grants:
-        from policyguard.executor import GuardedExecutor
-        from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-        from policyguard.store import SQLiteStore
+        from policyguard.enforcement.executor import GuardedExecutor
+        from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+        from policyguard.enforcement.store import SQLiteStore
 
         private_pem, public_pem = generate_keypair()
         folder = tempfile.mkdtemp(prefix="bench_memory")  # on disk: the effect ledger grows by design, RAM must not

@@ -25,8 +25,8 @@ TOKEN = "bench-review-token-0123456789"
 
 
 def _requests(store: str, n: int) -> list[str]:
-    from policyguard.approvalqueue import ApprovalRequest, RequirementView
-    from policyguard.storeurl import open_approvals
+    from policyguard.approvals.queue import ApprovalRequest, RequirementView
+    from policyguard.approvals.url import open_approvals
 
     queue = open_approvals(store)
     ids = []
@@ -65,8 +65,8 @@ def main() -> int:
     args = parser.parse_args()
     from starlette.testclient import TestClient
 
+    from policyguard.approvals.url import open_approvals
     from policyguard.review.app import create_app
-    from policyguard.storeurl import open_approvals
 
     with tempfile.TemporaryDirectory() as tmp:
         store = f"sqlite:///{Path(tmp) / 'guard.db'}"

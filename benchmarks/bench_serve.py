@@ -147,7 +147,7 @@ class Guarded:
                             "--demo-effects", str(directory / "effects.jsonl")]  # fmt: skip
 
     def prepare(self, store: str, ids: range) -> None:
-        from policyguard.storeurl import open_store
+        from policyguard.enforcement.storeurl import open_store
 
         opened = open_store(store)
         for i in ids:
@@ -197,7 +197,7 @@ async def load(urls: list[str], ids: range, clients: int, workload: Any) -> tupl
 def run(
     workload: Any, replicas: int, store: str, n: int, clients: int, directory: Path, offset: int
 ) -> tuple[float, float, float, str]:
-    from policyguard.grants import generate_keypair
+    from policyguard.enforcement.grants import generate_keypair
 
     key = directory / "grant.pem"
     if not key.exists():

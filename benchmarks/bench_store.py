@@ -32,11 +32,11 @@ from types import ModuleType
 
 from bench_gate import CHECKLIST, VERSION, refund
 
-from policyguard.executor import GuardedExecutor
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import Store
-from policyguard.storeurl import open_store
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import Store
+from policyguard.enforcement.storeurl import open_store
+from policyguard.trajectory.messages import ToolCall
 
 ROOT = Path(__file__).resolve().parents[1]
 

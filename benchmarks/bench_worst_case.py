@@ -6,12 +6,12 @@ tau2's policies; no network, no model).
 For each shipped checklist (airline, retail) the requests aim at its costliest
 checks, quadratic in a list of the call:
 
-* ``limit``: the list as long as :data:`policyguard.limits.MAX_NODES` allows
+* ``limit``: the list as long as :data:`policyguard.trajectory.limits.MAX_NODES` allows
   and the 1,000,000 characters of a call's arguments allow (``items-in-order``
   over 49,990 item ids; ``flights-distinct`` over 19,000 flights), the case
   that froze the server for minutes;
 * ``apart``: a list sized so the check's estimate lands between the in-process
-  budget and the hard limit (:mod:`policyguard.celcost`), so it runs in the
+  budget and the hard limit (:mod:`policyguard.gate.celcost`), so it runs in the
   killable worker process.
 
 While each request is decided, ``/healthz`` of the same server is polled every

@@ -22,12 +22,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from policyguard.checklist import Checklist, load_checklist
+from policyguard.checklist.schema import Checklist, load_checklist
 from policyguard.decision import Decision
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.gate.hardgate import HardGate
 from policyguard.resources import shipped_checklist
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "gate" / "data" / "airline_replay_decisions.json.gz"
 
@@ -47,9 +47,9 @@ def decision_record(decision: Decision) -> dict[str, Any]:
 
 
 def capture(domain: str) -> dict[str, Any]:
-    from policyguard.tau2.domain import DomainData, quiet_tau2_logs
-    from policyguard.tau2.guarding import build_guard
-    from policyguard.tau2.replay import ReplaySuite
+    from policyguard.bench.tau2.domain import DomainData, quiet_tau2_logs
+    from policyguard.bench.tau2.guarding import build_guard
+    from policyguard.bench.tau2.replay import ReplaySuite
 
     quiet_tau2_logs()
     data = DomainData.load(domain)

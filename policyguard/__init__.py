@@ -8,16 +8,21 @@ actually called.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# Modules that moved into the concept subpackages keep their old import paths for
+# one release: ``_moved/`` holds a forwarding module per old path (policyguard._compat).
+__path__.append(os.path.join(os.path.dirname(__file__), "_moved"))
+
 _EXPORTS: dict[str, str] = {
-    "Checklist": "checklist",
-    "Requirement": "checklist",
-    "ToolSpec": "checklist",
-    "load_checklist": "checklist",
-    "parse_checklist": "checklist",
+    "Checklist": "checklist.schema",
+    "Requirement": "checklist.schema",
+    "ToolSpec": "checklist.schema",
+    "load_checklist": "checklist.schema",
+    "parse_checklist": "checklist.schema",
     "Decision": "decision",
     "RequirementResult": "decision",
     "Usage": "decision",
@@ -28,41 +33,41 @@ _EXPORTS: dict[str, str] = {
     "PolicyGuardError": "errors",
     "ScriptedModelError": "errors",
     "TemplateError": "errors",
-    "Guard": "guard",
-    "after_block": "guard",
-    "remediation_message": "guard",
-    "GuardedTools": "wrapper",
-    "ToolOutcome": "wrapper",
-    "Message": "messages",
-    "ToolCall": "messages",
-    "ToolResult": "messages",
-    "Trajectory": "messages",
-    "Model": "models",
-    "ModelRequest": "models",
-    "ModelResponse": "models",
-    "ScriptedModel": "models",
-    "resolve_model": "models",
+    "Guard": "guard.core",
+    "after_block": "guard.core",
+    "remediation_message": "guard.core",
+    "GuardedTools": "integrations.openai_loop",
+    "ToolOutcome": "integrations.openai_loop",
+    "Message": "trajectory.messages",
+    "ToolCall": "trajectory.messages",
+    "ToolResult": "trajectory.messages",
+    "Trajectory": "trajectory.messages",
+    "Model": "verifier.models",
+    "ModelRequest": "verifier.models",
+    "ModelResponse": "verifier.models",
+    "ScriptedModel": "verifier.models",
+    "resolve_model": "verifier.models",
     "CheckContext": "stages",
     "Gate": "stages",
     "Verifier": "stages",
-    "Trace": "trace",
-    "read_trace": "trace",
-    "HardGate": "gate",
-    "StateResolver": "facts",
-    "LLMVerifier": "verifier",
-    "GrantIssuer": "grants",
-    "GrantVerifier": "grants",
-    "GrantError": "grants",
-    "generate_keypair": "grants",
-    "GuardedExecutor": "executor",
-    "SQLiteStore": "store",
+    "Trace": "audit.trace",
+    "read_trace": "audit.trace",
+    "HardGate": "gate.hardgate",
+    "StateResolver": "gate.facts",
+    "LLMVerifier": "verifier.llm",
+    "GrantIssuer": "enforcement.grants",
+    "GrantVerifier": "enforcement.grants",
+    "GrantError": "enforcement.grants",
+    "generate_keypair": "enforcement.grants",
+    "GuardedExecutor": "enforcement.executor",
+    "SQLiteStore": "enforcement.store",
     "Session": "session",
     "SessionStore": "session",
     "MemorySessionStore": "session",
-    "LedgerUnavailable": "store",
-    "validate_checklist": "validate",
-    "to_trajectory": "formats",
-    "from_trajectory": "formats",
+    "LedgerUnavailable": "enforcement.store",
+    "validate_checklist": "authoring.validate",
+    "to_trajectory": "trajectory.formats",
+    "from_trajectory": "trajectory.formats",
 }
 
 __all__ = [
@@ -134,9 +139,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .checklist import Checklist, Requirement, ToolSpec, load_checklist, parse_checklist
-    from .decision import Decision, RequirementResult, Usage
-    from .errors import (
+    from policyguard.audit.trace import Trace, read_trace
+    from policyguard.authoring.validate import validate_checklist
+    from policyguard.checklist.schema import Checklist, Requirement, ToolSpec, load_checklist, parse_checklist
+    from policyguard.decision import Decision, RequirementResult, Usage
+    from policyguard.enforcement.executor import GuardedExecutor
+    from policyguard.enforcement.grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
+    from policyguard.enforcement.store import LedgerUnavailable, SQLiteStore
+    from policyguard.errors import (
         ChecklistError,
         ConfigError,
         FormatError,
@@ -145,18 +155,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         ScriptedModelError,
         TemplateError,
     )
-    from .executor import GuardedExecutor
-    from .facts import StateResolver
-    from .formats import from_trajectory, to_trajectory
-    from .gate import HardGate
-    from .grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
-    from .guard import Guard, after_block, remediation_message
-    from .messages import Message, ToolCall, ToolResult, Trajectory
-    from .models import Model, ModelRequest, ModelResponse, ScriptedModel, resolve_model
-    from .session import MemorySessionStore, Session, SessionStore
-    from .stages import CheckContext, Gate, Verifier
-    from .store import LedgerUnavailable, SQLiteStore
-    from .trace import Trace, read_trace
-    from .validate import validate_checklist
-    from .verifier import LLMVerifier
-    from .wrapper import GuardedTools, ToolOutcome
+    from policyguard.gate.facts import StateResolver
+    from policyguard.gate.hardgate import HardGate
+    from policyguard.guard.core import Guard, after_block, remediation_message
+    from policyguard.integrations.openai_loop import GuardedTools, ToolOutcome
+    from policyguard.session import MemorySessionStore, Session, SessionStore
+    from policyguard.stages import CheckContext, Gate, Verifier
+    from policyguard.trajectory.formats import from_trajectory, to_trajectory
+    from policyguard.trajectory.messages import Message, ToolCall, ToolResult, Trajectory
+    from policyguard.verifier.llm import LLMVerifier
+    from policyguard.verifier.models import Model, ModelRequest, ModelResponse, ScriptedModel, resolve_model

@@ -17,7 +17,7 @@ failed, the call was recorded in the approval queue, it did not run, and
 ``message`` tells the agent to wait for a supervisor. Like a block it is not
 allowed (``verdict`` is BLOCK); unlike a block, no deny is recorded for its
 call id, and the same call (resumed with the same id, or retried with a new
-one) may pass once a person approved it (:mod:`policyguard.approvalflow`).
+one) may pass once a person approved it (:mod:`policyguard.approvals.flow`).
 """
 
 from __future__ import annotations

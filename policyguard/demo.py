@@ -9,7 +9,8 @@ adds as "your company's" (``company_rules.yaml``): a refund over $1,000 waits fo
 a supervisor. Airline has no approval step of its own.
 
 Each conversation ends in one ``cancel_reservation`` call, sent through
-:class:`~policyguard.wrapper.GuardedTools` with a :class:`~policyguard.executor.GuardedExecutor`:
+:class:`~policyguard.integrations.openai_loop.GuardedTools` with a
+:class:`~policyguard.enforcement.executor.GuardedExecutor`:
 
 * allowed: the gate proves the data requirements, a *scripted* verifier (answers
   shipped in ``airline.json``; no model is called) the procedural ones, and the
@@ -21,7 +22,7 @@ Each conversation ends in one ``cancel_reservation`` call, sent through
 
 Store and queue share one SQLite file, and every decision goes to a JSONL trace,
 both in the output folder; the trace is then audited for INV-1 with
-:func:`policyguard.inv1.audit_file`, as ``policyguard audit`` does.
+:func:`policyguard.audit.inv1.audit_file`, as ``policyguard audit`` does.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import ConfigError
-from .inv1 import AuditReport
+from policyguard.audit.inv1 import AuditReport
+from policyguard.errors import ConfigError
 
 Outcome = Literal["allow", "block", "escalate"]
 
@@ -120,8 +121,8 @@ def demo_checklist() -> tuple[Any, set[str]]:
     """The shipped airline checklist with the company rule's requirements appended to their tools, and their ids."""
     import yaml
 
-    from .checklist import parse_checklist
-    from .resources import demo_file, shipped_checklist
+    from policyguard.checklist.schema import parse_checklist
+    from policyguard.resources import demo_file, shipped_checklist
 
     base = yaml.safe_load(shipped_checklist("airline").read_text(encoding="utf-8"))
     extra = yaml.safe_load(demo_file("company_rules.yaml").read_text(encoding="utf-8"))
@@ -133,19 +134,19 @@ def demo_checklist() -> tuple[Any, set[str]]:
 
 def run_demo(out: Path) -> DemoReport:
     """Run the three conversations into ``out`` (see :func:`prepare_out`) and audit the trace."""
-    from .approvalqueue import SQLiteApprovalQueue
-    from .executor import GuardedExecutor
-    from .gate import HardGate
-    from .grants import GrantIssuer, GrantVerifier, generate_keypair
-    from .guard import Guard
-    from .inv1 import audit_file
-    from .messages import Trajectory
-    from .models.scripted import ScriptedModel
-    from .resources import demo_file
-    from .store import SQLiteStore
-    from .trace import Trace
-    from .verifier import LLMVerifier
-    from .wrapper import GuardedTools
+    from policyguard.approvals.queue import SQLiteApprovalQueue
+    from policyguard.audit.inv1 import audit_file
+    from policyguard.audit.trace import Trace
+    from policyguard.enforcement.executor import GuardedExecutor
+    from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+    from policyguard.enforcement.store import SQLiteStore
+    from policyguard.gate.hardgate import HardGate
+    from policyguard.guard.core import Guard
+    from policyguard.integrations.openai_loop import GuardedTools
+    from policyguard.resources import demo_file
+    from policyguard.trajectory.messages import Trajectory
+    from policyguard.verifier.llm import LLMVerifier
+    from policyguard.verifier.models.scripted import ScriptedModel
 
     prepare_out(out)
     data = json.loads(demo_file("airline.json").read_text(encoding="utf-8"))

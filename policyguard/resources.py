@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ConfigError
+from policyguard.errors import ConfigError
 
 _PACKAGE = Path(__file__).resolve().parent
 

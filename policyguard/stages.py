@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from .checklist import Checklist
-from .decision import Decision
-from .messages import ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist
+from policyguard.decision import Decision
+from policyguard.trajectory.messages import ToolCall, Trajectory
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The ``cel`` package's ``__init__`` imports its command-line REPL (typer, rich,
 prompt_toolkit, pygments); the gate loads only the compiled engine
-(:func:`policyguard.cel.engine`). Building the CLI parser registers
+(:func:`policyguard.gate.cel.engine`). Building the CLI parser registers
 ``checklist generate`` without importing the generation pipeline. Each check
 runs in a fresh interpreter, since this process has imported everything already.
 """
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from policyguard.canonical import policy_version
+from policyguard.trajectory.canonical import policy_version
 
 REPL = ("typer", "rich", "prompt_toolkit", "pygments", "click")
 MODEL_LIBRARIES = ("litellm", "openai", "anthropic")
@@ -48,7 +48,7 @@ def _loaded_after(code: str, watched: tuple[str, ...]) -> list[str]:
 
 
 def test_compiling_and_evaluating_a_check_loads_no_repl_library() -> None:
-    code = "from policyguard.cel import compile_check\nassert compile_check('args.a < 2').holds({'args': {'a': 1}})"
+    code = "from policyguard.gate.cel import compile_check\nassert compile_check('args.a < 2').holds({'args': {'a': 1}})"
     assert _loaded_after(code, REPL + MODEL_LIBRARIES) == []
 
 
@@ -77,7 +77,7 @@ def test_a_gate_only_verify_loads_neither_the_repl_nor_a_model_library(tmp_path:
 def test_building_the_cli_parser_does_not_import_checklist_generation() -> None:
     code = (
         "from policyguard.cli import build_parser\nbuild_parser()\nimport sys\n"
-        "print(','.join(m for m in ('policyguard.checkgen.ask', 'policyguard.checkgen.pipeline') if m in sys.modules),"
+        "print(','.join(m for m in ('policyguard.authoring.checkgen.ask', 'policyguard.authoring.checkgen.pipeline') if m in sys.modules),"
         " file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -88,7 +88,7 @@ def test_building_the_cli_parser_does_not_import_checklist_generation() -> None:
 def test_the_package_imported_after_the_engine_shares_the_one_engine() -> None:
     """``import cel`` after the gate loaded the engine reuses it (the extension is initialised once)."""
     code = (
-        "from policyguard.cel import engine, compile_check\n"
+        "from policyguard.gate.cel import engine, compile_check\n"
         "compile_check('1 < 2')\n"
         "import cel\n"
         "assert cel.compile is engine().compile\n"
@@ -99,7 +99,7 @@ def test_the_package_imported_after_the_engine_shares_the_one_engine() -> None:
 
 
 def test_the_engine_is_the_package_itself_when_the_package_was_imported_first() -> None:
-    code = "import cel\nfrom policyguard.cel import engine\nassert engine().compile is cel.compile\n"
+    code = "import cel\nfrom policyguard.gate.cel import engine\nassert engine().compile is cel.compile\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -108,7 +108,7 @@ def test_threads_that_check_at_once_share_one_engine() -> None:
     """The first checks of several threads at once load the engine once (an extension cannot load twice)."""
     code = (
         "import threading\n"
-        "from policyguard.cel import compile_check\n"
+        "from policyguard.gate.cel import compile_check\n"
         "results = []\n"
         "def work():\n"
         "    results.append(compile_check('args.a < 2').holds({'args': {'a': 1}}))\n"

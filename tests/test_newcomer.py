@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyguard import Guard, GuardedTools, LLMVerifier, Message, ScriptedModel, ToolCall, Trajectory
-from policyguard.canonical import policy_version
-from policyguard.checkgen.tools import ToolsError
-from policyguard.checkinit import TODO_SOURCE, InitError, skeleton, write_skeleton
-from policyguard.checklist import load_checklist, parse_checklist
+from policyguard.authoring.checkinit import TODO_SOURCE, InitError, skeleton, write_skeleton
+from policyguard.authoring.tools import ToolsError
+from policyguard.authoring.validate import validate_checklist
+from policyguard.checklist.schema import load_checklist, parse_checklist
 from policyguard.cli import main
-from policyguard.validate import validate_checklist
+from policyguard.trajectory.canonical import policy_version
 from tests.docblocks import expected_lines, shows
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs/checklists/writing.md"
@@ -219,7 +219,7 @@ def test_a_tool_is_read_only_only_when_declared_and_nothing_says_it_writes(
         tool["annotations"] = annotations
     if x_mutating is not None:
         tool["x-mutating"] = x_mutating
-    from policyguard.checkgen.tools import tool_from_schema
+    from policyguard.authoring.tools import tool_from_schema
 
     text = skeleton("p", "policy", "p.md", [tool_from_schema(tool)], "t.json")
     spec = parse_checklist(text).tools["t"]
@@ -403,7 +403,7 @@ def test_every_checklist_of_the_money_section_loads_and_validates_clean(marker: 
 
 def test_the_money_section_names_only_effect_fields_that_exist() -> None:
     """Every `effect:` key the prose explains is a field of EffectSpec (the schema forbids others)."""
-    from policyguard.checklist import EffectSpec
+    from policyguard.checklist.schema import EffectSpec
 
     section = GUIDE.read_text(encoding="utf-8").split("## 7. Money and approvals", 1)[1]
     named = set(re.findall(r"^- `([a-z_]+)`", section, re.M)) | {"approved_by"}

@@ -127,7 +127,7 @@ def test_installed_wheel_runs_bench_refund_and_finds_the_labels(installed: Path,
         [
             sys.executable,
             "-c",
-            "from policyguard.tau2.labels import default_labels_path, load_labels; "
+            "from policyguard.bench.tau2.labels import default_labels_path, load_labels; "
             "p = default_labels_path('airline'); print(p); print(load_labels(p).domain)",
         ],
         capture_output=True,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from policyguard import ScriptedModel
-from policyguard.canonical import policy_version
+from policyguard.trajectory.canonical import policy_version
 from tests.docblocks import doc_block
 
 openai = pytest.importorskip("openai")
@@ -85,7 +85,7 @@ def test_readme_drop_in_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         "remediation": REMEDIATION,
     }
     model = ScriptedModel([json.dumps(verdict)])
-    monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: model)
+    monkeypatch.setattr("policyguard.verifier.models.resolve_model", lambda spec: model)
 
     exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
 

@@ -17,8 +17,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
-from ..errors import PolicyGuardError
+from policyguard import __version__
+from policyguard.errors import PolicyGuardError
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head`
 

@@ -25,8 +25,8 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-    from ..harness import run_matrix
+    from policyguard.bench.harness import run_matrix
+    from policyguard.errors import ConfigError
 
     if args.calls < 1:
         raise ConfigError("--calls must be at least 1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def _default_eval() -> Path:
     """The shipped refund eval (the checkout's ``benchmarks/refund`` or the wheel's copy)."""
-    from ..resources import benchmark_file
+    from policyguard.resources import benchmark_file
 
     return benchmark_file("refund", "eval.yaml")
 
@@ -62,10 +62,10 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-    from ..refund import format_summary, load_eval, run_eval
-    from ..refund.run import summary_json
-    from ..store import LedgerUnavailable
+    from policyguard.bench.refund import format_summary, load_eval, run_eval
+    from policyguard.bench.refund.run import summary_json
+    from policyguard.enforcement.store import LedgerUnavailable
+    from policyguard.errors import ConfigError
 
     path = Path(args.eval) if args.eval else _default_eval()
     if not path.is_file():
@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from ..refund import format_summary, load_summary
+    from policyguard.bench.refund import format_summary, load_summary
 
     print(format_summary(load_summary(args.output)))
     return 0

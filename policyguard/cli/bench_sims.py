@@ -48,12 +48,12 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 
 def _sims(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
+    from policyguard.errors import ConfigError
 
     if args.config == "hybrid":
         if not args.verifier_model:
             raise ConfigError("--config hybrid needs --verifier-model (e.g. openai/gpt-4.1 or scripted:FILE.json)")
-        from ..tau2.runner import missing_keys
+        from policyguard.bench.tau2.runner import missing_keys
 
         keys = missing_keys(args.verifier_model)
         if keys:
@@ -61,15 +61,15 @@ def _sims(args: argparse.Namespace) -> int:
                 f"missing API key: --verifier-model {args.verifier_model} needs {', '.join(keys)}; "
                 "set it and run again (--config hybrid calls the verifier model)"
             )
-    from ..tau2.domain import quiet_tau2_logs
+    from policyguard.bench.tau2.domain import quiet_tau2_logs
 
     quiet_tau2_logs()
-    from ..checklist import load_checklist
-    from ..models import resolve_model
-    from ..resources import shipped_checklist
-    from ..tau2.domain import DomainData
-    from ..tau2.guarding import build_guard
-    from ..tau2.sims import SimsReplay, load_label_file, load_source, render
+    from policyguard.bench.tau2.domain import DomainData
+    from policyguard.bench.tau2.guarding import build_guard
+    from policyguard.bench.tau2.sims import SimsReplay, load_label_file, load_source, render
+    from policyguard.checklist.schema import load_checklist
+    from policyguard.resources import shipped_checklist
+    from policyguard.verifier.models import resolve_model
 
     labels = load_label_file(args.labels) if args.labels else None
     checklist_path = args.checklist or shipped_checklist(args.domain)

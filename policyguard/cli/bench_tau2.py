@@ -2,7 +2,7 @@
 
 * ``bench replay`` - the offline replay suite: gold writes must pass, injected
   violations must block, no model needed. It ends with a verdict
-  (:func:`policyguard.tau2.replay_view.verdict`): exit 0 when the result is as
+  (:func:`policyguard.bench.tau2.replay_view.verdict`): exit 0 when the result is as
   expected, 1 when not (a miss, a gold block that is not a listed disagreement,
   an evaluator mismatch); ``--fail-on-miss`` also exits 1 on listed gold
   disagreements (any false block at all);
@@ -20,11 +20,11 @@ import json
 import shlex
 import sys
 
-from .. import strictjson
+from policyguard.trajectory import strictjson
 
 
 def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from ..tau2.guarding import CONFIGS
+    from policyguard.bench.tau2.guarding import CONFIGS
 
     replay = bench_subparsers.add_parser(
         "replay",
@@ -139,17 +139,17 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..tau2.domain import quiet_tau2_logs
+    from policyguard.bench.tau2.domain import quiet_tau2_logs
 
     quiet_tau2_logs()
-    from ..checklist import load_checklist
-    from ..errors import ConfigError
-    from ..models import resolve_model
-    from ..resources import shipped_checklist
-    from ..tau2.domain import DomainData
-    from ..tau2.guarding import build_guard
-    from ..tau2.replay import ReplaySuite, sample_tasks
-    from ..tau2.replay_view import render, verdict
+    from policyguard.bench.tau2.domain import DomainData
+    from policyguard.bench.tau2.guarding import build_guard
+    from policyguard.bench.tau2.replay import ReplaySuite, sample_tasks
+    from policyguard.bench.tau2.replay_view import render, verdict
+    from policyguard.checklist.schema import load_checklist
+    from policyguard.errors import ConfigError
+    from policyguard.resources import shipped_checklist
+    from policyguard.verifier.models import resolve_model
 
     data = DomainData.load(args.domain)
     checklist = load_checklist(args.checklist or shipped_checklist(args.domain))
@@ -179,11 +179,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _tau2(args: argparse.Namespace) -> int:
-    from ..tau2.domain import quiet_tau2_logs
+    from policyguard.bench.tau2.domain import quiet_tau2_logs
 
     quiet_tau2_logs()
-    from ..errors import ConfigError
-    from ..tau2.runner import RunSpec, run_benchmark
+    from policyguard.bench.tau2.runner import RunSpec, run_benchmark
+    from policyguard.errors import ConfigError
 
     extra: dict[str, dict[str, object]] = {}
     for name in ("agent_llm_args", "user_llm_args"):
@@ -216,7 +216,7 @@ def _tau2(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..tau2.report import write_report
+    from policyguard.bench.tau2.report import write_report
 
     out = write_report(
         args.dirs,

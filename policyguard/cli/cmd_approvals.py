@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..approvalqueue import ApprovalRequest, SQLApprovalQueue
+    from policyguard.approvals.queue import ApprovalRequest, SQLApprovalQueue
 
 STATUS_CHOICES = ("pending", "approved", "denied", "expired", "used", "all")
 
@@ -70,7 +70,7 @@ def _store(parser: argparse.ArgumentParser) -> None:
 
 def _open(url: str) -> SQLApprovalQueue:
     """The queue in an existing store: these commands read and decide, they never create a store."""
-    from ..storeurl import open_approvals
+    from policyguard.approvals.url import open_approvals
 
     return open_approvals(url, create=False)
 
@@ -112,10 +112,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace) -> int:
-    from ..approvalflow import decide
-    from ..approvalqueue import ApprovalError
-    from ..errors import ConfigError
-    from ..trace import Trace
+    from policyguard.approvals.flow import decide
+    from policyguard.approvals.queue import ApprovalError
+    from policyguard.audit.trace import Trace
+    from policyguard.errors import ConfigError
 
     reviewer = args.reviewer or os.environ.get("POLICYGUARD_REVIEWER") or getpass.getuser()
     queue = _open(args.store)

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..inv1 import AuditReport
+    from policyguard.audit.inv1 import AuditReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from ..inv1 import audit_file
+    from policyguard.audit.inv1 import audit_file
 
     report = audit_file(args.trace)  # TraceFormatError -> exit 2 via cli.main
     if args.json:

@@ -2,9 +2,9 @@
 
 ``validate`` exits 0 when the checklist is clean (warnings allowed), 1 when it
 has errors, 2 when the file (or the policy or tools given) cannot be read.
-``init`` writes a skeleton (:mod:`policyguard.checkinit`); exit 2 when an input
+``init`` writes a skeleton (:mod:`policyguard.authoring.checkinit`); exit 2 when an input
 cannot be read or the output exists without ``--force``.
-``generate`` is added by :mod:`policyguard.checkgen.cli` when that package is
+``generate`` is added by :mod:`policyguard.authoring.checkgen.cli` when that package is
 present.
 """
 
@@ -67,16 +67,16 @@ def register(subparsers: Any) -> None:
     show.set_defaults(func=_show)
 
     try:
-        checkgen_cli = importlib.import_module("policyguard.checkgen.cli")
+        checkgen_cli = importlib.import_module("policyguard.authoring.checkgen.cli")
     except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("policyguard.checkgen"):
+        if not (exc.name or "").startswith("policyguard.authoring.checkgen"):
             raise  # checkgen is there but broken: say so rather than hide the command
     else:
         checkgen_cli.add_generate_parser(sub)
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from ..checklist import checklist_schema_json
+    from policyguard.checklist.schema import checklist_schema_json
 
     print(checklist_schema_json())
     return 0
@@ -88,8 +88,8 @@ def _error(message: str) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from ..checkinit import write_skeleton
-    from ..errors import ConfigError
+    from policyguard.authoring.checkinit import write_skeleton
+    from policyguard.errors import ConfigError
 
     try:
         text = write_skeleton(args.policy, args.tools, args.output, force=args.force)
@@ -101,9 +101,9 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from ..checklist import Checklist
-    from ..errors import ConfigError
-    from ..validate import checklist_stats, has_errors, load_tool_infos, validate_checklist
+    from policyguard.authoring.validate import checklist_stats, has_errors, load_tool_infos, validate_checklist
+    from policyguard.checklist.schema import Checklist
+    from policyguard.errors import ConfigError
 
     path = Path(args.checklist)
     try:
@@ -132,7 +132,7 @@ def _validate(args: argparse.Namespace) -> int:
     note = f" (not checked: {', '.join(skipped)}; pass --policy/--tools)" if skipped else ""
     print(f"{path}: {errors} error(s), {warnings} warning(s){note}", file=sys.stderr)
     if not has_errors(problems):
-        from ..checklist import load_checklist
+        from policyguard.checklist.schema import load_checklist
 
         checklist: Checklist = load_checklist(path)
         print(f"{path}: {checklist_stats(checklist)}", file=sys.stderr)
@@ -140,7 +140,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ..checklist import load_checklist
+    from policyguard.checklist.schema import load_checklist
 
     checklist = load_checklist(args.checklist)
     if args.tool is not None and not checklist.known_tool(args.tool):
@@ -151,7 +151,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _unknown_tool(tool: str, known: Any, file: str) -> str:
     """Why ``--tool`` shows nothing: the checklist does not name it, so the guard blocks it by default."""
-    from ..toolnames import nearest
+    from policyguard.trajectory.toolnames import nearest
 
     guess = nearest(tool, known)
     hint = f"; did you mean {guess!r}?" if guess is not None else ""
@@ -163,8 +163,8 @@ def _unknown_tool(tool: str, known: Any, file: str) -> str:
 
 def render_checklist(checklist: Any, *, tool: str | None = None, file: str | None = None) -> str:
     """A plain-text view of a checklist: tools, mutation, requirements with source and check."""
-    from ..checklist import Checklist, Requirement
-    from ..validate import checklist_stats
+    from policyguard.authoring.validate import checklist_stats
+    from policyguard.checklist.schema import Checklist, Requirement
 
     assert isinstance(checklist, Checklist)
     lines: list[str] = []

@@ -8,10 +8,10 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..distribution import checkout_install
+from policyguard.distribution import checkout_install
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..demo import CallReport, DemoReport
+    from policyguard.demo import CallReport, DemoReport
 
 WIDTH = 100
 LABEL = 13
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from policyguard.demo import run_demo
 
     report = run_demo(Path(args.out))  # ConfigError (a bad --out) -> one line, exit 2 via cli.main
     if args.json:

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from ..distribution import install_hint
-from ..errors import ConfigError
-from ..loopback import is_loopback
+from policyguard.distribution import install_hint
+from policyguard.errors import ConfigError
+from policyguard.loopback import is_loopback
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..guard import Guard
+    from policyguard.guard.core import Guard
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import anyio
 
-        from ..integrations import mcp_proxy, mcp_transport
+        from policyguard.integrations import mcp_proxy, mcp_transport
     except ImportError as exc:
         raise ConfigError(
             f"mcp-proxy needs the MCP SDK ({exc.name} is missing): {install_hint('mcp')}"
@@ -158,7 +158,7 @@ def _stop(guard: Guard, message: str) -> NoReturn:
 
 
 def _guard(args: argparse.Namespace) -> Guard:  # type: ignore[no-untyped-def]
-    from ..guard import Guard
+    from policyguard.guard.core import Guard
 
     try:
         guard = Guard.from_files(policy=args.policy, checklist=args.checklist, model=args.model, trace_path=args.trace)

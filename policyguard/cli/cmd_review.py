@@ -7,9 +7,9 @@ import os
 import sys
 from typing import Any
 
-from ..distribution import install_hint
-from ..errors import ConfigError
-from ..loopback import is_loopback
+from policyguard.distribution import install_hint
+from policyguard.errors import ConfigError
+from policyguard.loopback import is_loopback
 
 DEFAULT_PORT = 8710
 
@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from ..review.auth import TOKEN_ENV, token_problem
+    from policyguard.review.auth import TOKEN_ENV, token_problem
 
     token = os.environ.get(TOKEN_ENV)
     problem = token_problem(token)
@@ -71,12 +71,12 @@ def _handle(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..review.app import create_app
+        from policyguard.review.app import create_app
     except ImportError as exc:
         raise ConfigError(
             f"the review console needs the [review] extra: {install_hint('review')} ({exc})"
         ) from exc
-    from ..storeurl import open_approvals
+    from policyguard.approvals.url import open_approvals
 
     queue = open_approvals(args.store, create=False)  # a mistyped path is an error, not a new empty queue
     secure = args.allow_remote if args.secure_cookie is None else args.secure_cookie
@@ -90,8 +90,8 @@ def _handle(args: argparse.Namespace) -> int:
 
 def _decider(queue: Any, events: str | None) -> Any:
     """Record a decision through the approval flow: the queue's atomic change, then its ``approve``/``deny`` event."""
-    from ..approvalflow import decide
-    from ..trace import Trace
+    from policyguard.approvals.flow import decide
+    from policyguard.audit.trace import Trace
 
     trace = Trace(events) if events else None
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..distribution import install_hint
-from ..errors import ConfigError
+from policyguard.distribution import install_hint
+from policyguard.errors import ConfigError
 
 DEFAULT_PORT = 8700
 
@@ -148,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..serve import ServeConfig, build_service, create_app
-        from ..serve.auth import TOKEN_ENV, server_token
-        from ..serve.connections import ACCEPT_BATCH, HEADER_TIMEOUT_S, ConnectionLimits, fit_open_files
+        from policyguard.serve import ServeConfig, build_service, create_app
+        from policyguard.serve.auth import TOKEN_ENV, server_token
+        from policyguard.serve.connections import ACCEPT_BATCH, HEADER_TIMEOUT_S, ConnectionLimits, fit_open_files
     except ImportError as exc:
         hint = install_hint("serve")
         raise ConfigError(f"policyguard serve needs the 'serve' extra: {hint} ({exc})") from None
@@ -207,7 +207,7 @@ def _run_workers(service: Any, config: Any, sock: socket.socket, workers: int, s
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from ..serve.worker import CONFIG_ENV
+    from policyguard.serve.worker import CONFIG_ENV
 
     service.trace.close()  # the parent only checked the settings; each worker opens its own
     close = getattr(service.store.inner, "close", None)

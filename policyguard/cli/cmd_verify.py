@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import strictjson
-from ..decision import decision_json
-from ..errors import ConfigError, FormatError
-from ..inputs import as_call
-from ..limits import call_problem
-from ..messages import ToolCall, Trajectory
+from policyguard.decision import decision_json
+from policyguard.errors import ConfigError, FormatError
+from policyguard.trajectory import strictjson
+from policyguard.trajectory.inputs import as_call
+from policyguard.trajectory.limits import call_problem
+from policyguard.trajectory.messages import ToolCall, Trajectory
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..guard import Guard
+    from policyguard.guard.core import Guard
 
 MODES = ("checklist", "raw", "raw_traj", "checklist_only")
 FORMATS = ("auto", "openai_chat", "openai_responses", "anthropic")
@@ -101,7 +101,7 @@ def _check_text(path: Path, what: str) -> None:
 def parse_call(data: Any, source: str = "<call>") -> ToolCall:
     """A pending call in our own shape or any supported provider's shape.
 
-    Arguments that break :mod:`policyguard.limits` (``NaN``, ``Infinity``,
+    Arguments that break :mod:`policyguard.trajectory.limits` (``NaN``, ``Infinity``,
     integers beyond 64 bits, too deep) are refused like unreadable ones.
     """
     if not isinstance(data, dict):
@@ -124,8 +124,8 @@ def _first_line(exc: Exception) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..formats import to_trajectory
-    from ..guard import Guard
+    from policyguard.guard.core import Guard
+    from policyguard.trajectory.formats import to_trajectory
 
     _check_text(args.policy, "policy")
     try:
@@ -167,8 +167,8 @@ def run(args: argparse.Namespace) -> int:
 
 def print_prompt(guard: Guard, call: ToolCall, trajectory: Trajectory, mode: str) -> int:
     """Write the verifier's request for ``call`` to stdout, one headed block per prompt part."""
-    from ..models.scripted import ScriptedModel
-    from ..verifier import LLMVerifier
+    from policyguard.verifier.llm import LLMVerifier
+    from policyguard.verifier.models.scripted import ScriptedModel
 
     verifier = guard.verifier
     if not isinstance(verifier, LLMVerifier):  # --model none: the prompt a verifier in --mode would get

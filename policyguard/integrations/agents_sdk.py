@@ -25,7 +25,7 @@ the model was shown (instructions and input items, after any
 ``call_model_input_filter``) and what it answered. The guardrail finds its turn
 by the tool call object the SDK hands it, which is the object of that very
 response, and the guard judges the call on exactly that conversation, read by
-the OpenAI Responses reader (:mod:`policyguard.formats.openai_responses`) with
+the OpenAI Responses reader (:mod:`policyguard.trajectory.formats.openai_responses`) with
 its strictness: a call id used twice or answered twice, or an item it cannot
 read (a hosted tool call), blocks every guarded call of the run and names the
 item. A call the hooks did not see (a run resumed from a ``RunState``, as
@@ -97,12 +97,12 @@ from agents import (
     ToolOutputGuardrailData,
 )
 
-from ..decision import Decision
-from ..errors import ConfigError, FormatError
-from ..formats import to_trajectory
-from ..formats._common import CallIds, error_text, parse_arguments, plain
-from ..guard import NO_VERIFIER_MESSAGE, Guard, _plain_name, remediation_message
-from ..messages import ToolCall, Trajectory
+from policyguard.decision import Decision
+from policyguard.errors import ConfigError, FormatError
+from policyguard.guard.core import NO_VERIFIER_MESSAGE, Guard, _plain_name, remediation_message
+from policyguard.trajectory.formats import to_trajectory
+from policyguard.trajectory.formats.common import CallIds, error_text, parse_arguments, plain
+from policyguard.trajectory.messages import ToolCall, Trajectory
 
 __all__ = ["GUARDRAIL_NAME", "AgentsSDKGuard", "GuardedSession", "guard_agent", "guarded_session"]
 

@@ -15,7 +15,7 @@ tool node, once per tool call, before the tool, and sees the agent state.
   dialogue is not even read.
 - Any other call is checked by :meth:`Guard.check` (``Guard.acheck`` in the
   async hook) against the state's messages, read with the LangChain reader of
-  :mod:`policyguard.formats.langchain`: the verifier sees the whole conversation
+  :mod:`policyguard.trajectory.formats.langchain`: the verifier sees the whole conversation
   up to the ``AIMessage`` that made the call.
 - Allowed: the tool runs with exactly the arguments that were checked.
 - Blocked: the tool never runs; the call is answered with
@@ -73,7 +73,7 @@ from typing import Annotated, Any
 
 from typing_extensions import NotRequired
 
-from ..distribution import install_hint
+from policyguard.distribution import install_hint
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
@@ -88,12 +88,12 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         f"policyguard.integrations.langchain needs LangChain >= 1: {install_hint('langchain')}"
     ) from exc
 
-from ..decision import Decision
-from ..errors import FormatError
-from ..formats.langchain import read as read_langchain
-from ..formats.langchain import read_message, tool_call_from_langchain
-from ..guard import Guard, remediation_message
-from ..messages import ToolCall, Trajectory
+from policyguard.decision import Decision
+from policyguard.errors import FormatError
+from policyguard.guard.core import Guard, remediation_message
+from policyguard.trajectory.formats.langchain import read as read_langchain
+from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
+from policyguard.trajectory.messages import ToolCall, Trajectory
 
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
 

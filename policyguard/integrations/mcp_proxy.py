@@ -58,14 +58,14 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..checklist import is_glob
-from ..decision import Decision, RequirementResult
-from ..dialogue import safe_json
-from ..guard import Guard, off_loop, remediation_message
-from ..messages import Message, ToolCall, Trajectory
-from ..session import Session
-from ..stages import Gate
-from ..toolnames import fold, unknown_tool_message
+from policyguard.checklist.schema import is_glob
+from policyguard.decision import Decision, RequirementResult
+from policyguard.guard.core import Guard, off_loop, remediation_message
+from policyguard.session import Session
+from policyguard.stages import Gate
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
+from policyguard.trajectory.toolnames import fold, unknown_tool_message
+from policyguard.verifier.dialogue import safe_json
 
 CONFIRM_FIELD = "confirm"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")

@@ -20,8 +20,9 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ConfigError
-from ..guard import Guard
+from policyguard.errors import ConfigError
+from policyguard.guard.core import Guard
+
 from .mcp_proxy import GuardedUpstream, ProxySettings
 
 # -- the MCP server -------------------------------------------------------------
@@ -265,7 +266,7 @@ def rebinding_protection(host: str) -> Any:
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from ..loopback import is_loopback, loopback_names
+    from policyguard.loopback import is_loopback, loopback_names
 
     if not is_loopback(host):
         return None

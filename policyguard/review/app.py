@@ -26,7 +26,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..approvalqueue import ApprovalError, ApprovalQueue, ApprovalRequest
+from policyguard.approvals.queue import ApprovalError, ApprovalQueue, ApprovalRequest
+
 from . import traces as trace_data
 from .auth import COOKIE, Session, Sessions, csrf_ok
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import PolicyGuardError
-from ..inv1 import Violation, audit_records
-from ..trace import read_trace
+from policyguard.audit.inv1 import Violation, audit_records
+from policyguard.audit.trace import read_trace
+from policyguard.errors import PolicyGuardError
 
 MAX_RECORDS = 200_000
 

@@ -37,11 +37,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..decision import decision_json
-from ..errors import FormatError
-from ..limits import call_problem
-from ..session import SessionError
-from ..store import LedgerUnavailable
+from policyguard.decision import decision_json
+from policyguard.enforcement.store import LedgerUnavailable
+from policyguard.errors import FormatError
+from policyguard.session import SessionError
+from policyguard.trajectory.limits import call_problem
+
 from .auth import authorized
 from .body import BadRequest, CheckRequest, ExecuteRequest, ResultReport, parse_json, parse_model, surrogate_problem
 from .metrics import CONTENT_TYPE, Metrics
@@ -115,7 +116,7 @@ class _ForeignRequests:
 
 def _read_call(data: dict[str, Any]) -> Any:
     """The pending call as a ToolCall; 422 naming ``call`` when it cannot be read."""
-    from ..inputs import as_call
+    from policyguard.trajectory.inputs import as_call
 
     try:
         call = as_call(data)
@@ -130,7 +131,7 @@ def _read_call(data: dict[str, Any]) -> Any:
 
 
 def _read_trajectory(payload: CheckRequest) -> Any:
-    from ..formats import to_trajectory
+    from policyguard.trajectory.formats import to_trajectory
 
     try:
         return to_trajectory(payload.trajectory, format=payload.format, system=payload.system)

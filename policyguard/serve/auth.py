@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hmac
 
-from ..errors import ConfigError
-from ..loopback import is_loopback
+from policyguard.errors import ConfigError
+from policyguard.loopback import is_loopback
 
 TOKEN_ENV = "POLICYGUARD_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .. import strictjson
-from ..formats import Format  # every format the readers know, so a new reader is served too
-from ..limits import value_problem
-from ..session.store import MAX_SESSION_ID
+from policyguard.session.store import MAX_SESSION_ID
+from policyguard.trajectory import strictjson
+from policyguard.trajectory.formats import Format  # every format the readers know, so a new reader is served too
+from policyguard.trajectory.limits import value_problem
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_BODY_DEPTH = 96  # a message list, its content blocks, then a call's arguments (themselves limited to 64)

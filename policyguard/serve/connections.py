@@ -27,7 +27,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..errors import ConfigError
+from policyguard.errors import ConfigError
 
 HEADER_TIMEOUT_S = 10.0  # headers take milliseconds; this is room for a loaded host, as eviction guards the bound
 MAX_CONNECTIONS = 256  # beyond the 40 threads that decide, a connection only waits; idle ones make room

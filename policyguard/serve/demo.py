@@ -1,7 +1,7 @@
 """The demo executor behind ``--demo-effects FILE``: proof of "exactly one effect" across replicas.
 
 Every mutating tool the checklist names (exact names, no globs) is registered
-with a :class:`~policyguard.executor.GuardedExecutor` whose grant nonces,
+with a :class:`~policyguard.enforcement.executor.GuardedExecutor` whose grant nonces,
 denials and money ledger are the server's shared store. The "tool" appends one
 JSON line per invocation to ``FILE`` (``O_APPEND``, one ``write`` of a short
 line, then ``fsync``), so a test counts what really ran, independently of the
@@ -18,12 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from policyguard.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..executor import GuardedExecutor
+    from policyguard.audit.trace import Trace
+    from policyguard.checklist.schema import Checklist
+    from policyguard.enforcement.executor import GuardedExecutor
+
     from .keys import PublicKey
-    from .service import Service
 
 _GLOB = set("*?[")
 
@@ -50,22 +52,29 @@ class EffectLog:
         return {"status": "done", "tool": self.tool}
 
 
-def demo_executor(service: Service, path: Path, key: PublicKey) -> GuardedExecutor:
-    from ..executor import GuardedExecutor
-    from ..grants import GrantVerifier
-    from .service import RequestTrace
+def demo_executor(
+    checklist: Checklist, store: Any, trace: Trace, replica: str | None, path: Path, key: PublicKey
+) -> GuardedExecutor:
+    """An executor over ``path`` for every mutating tool of ``checklist``, checking grants signed by ``key``.
 
-    checklist = service.base.checklist
+    ``store`` is the service's store (nonces and ledger); ``trace`` its shared
+    trace, which each event reaches with the ``replica`` field.
+    """
+    from policyguard.enforcement.executor import GuardedExecutor
+    from policyguard.enforcement.grants import GrantVerifier
+
+    from .requesttrace import RequestTrace
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot open the demo effects file: {exc.strerror or exc}") from None
     tools: dict[str, Callable[..., Any]] = {
-        name: EffectLog(name, path, service.replica)
+        name: EffectLog(name, path, replica)
         for name in checklist.tools
         if not _GLOB & set(name) and checklist.is_mutating(name)
     }
-    verifier = GrantVerifier(key.pem(), nonces=service.store, current_policy_version=lambda: checklist.policy.version)
-    trace = RequestTrace(service.trace, replica=service.replica)
-    return GuardedExecutor(tools, verifier=verifier, ledger=service.store, checklist=checklist, trace=trace)
+    verifier = GrantVerifier(key.pem(), nonces=store, current_policy_version=lambda: checklist.policy.version)
+    request_trace = RequestTrace(trace, replica=replica)
+    return GuardedExecutor(tools, verifier=verifier, ledger=store, checklist=checklist, trace=request_trace)

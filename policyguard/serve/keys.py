@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from policyguard.errors import ConfigError
 
 
 def _b64url(data: bytes) -> str:

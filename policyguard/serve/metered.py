@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..session import NewEvent, SessionError, SessionEvent
-from ..store import EffectClaim, EffectRecord
+from policyguard.enforcement.store import EffectClaim, EffectRecord
+from policyguard.session import NewEvent, SessionError, SessionEvent
+
 from .metrics import Metrics
 
 T = TypeVar("T")

@@ -6,9 +6,10 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from .. import __version__
-from ..decision import Decision
-from ..executor import ExecutionResult
+from policyguard import __version__
+from policyguard.decision import Decision
+from policyguard.enforcement.executor import ExecutionResult
+
 from .body import CheckRequest, ErrorBody, ExecuteRequest, ResultAnswer, ResultReport
 
 _REF = "#/components/schemas/{model}"

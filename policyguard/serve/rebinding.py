@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError
-from ..loopback import is_loopback, loopback_names
+from policyguard.errors import ConfigError
+from policyguard.loopback import is_loopback, loopback_names
 
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 _SHOWN = 80  # characters of a refused header value quoted back

@@ -1,6 +1,6 @@
 """Everything a server process holds, built once at start: the guard's parts, the store, the keys.
 
-A request gets its own :class:`~policyguard.guard.Guard` over these shared,
+A request gets its own :class:`~policyguard.guard.core.Guard` over these shared,
 thread-safe parts, so its ``principal`` reaches the checks and the grant, and
 its trace events carry the principal, the replica and the request id.
 
@@ -21,16 +21,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import ConfigError
-from ..trace import Trace
+from policyguard.audit.trace import Trace
+from policyguard.errors import ConfigError
+
 from .body import MAX_BODY_BYTES
 from .keys import PublicKey, jwks, public_key, signing_key
 from .metered import MeteredStore
 from .metrics import Metrics
 from .rebinding import HostCheck
+from .requesttrace import RequestTrace
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..session import Session
+    from policyguard.session import Session
 
 DEFAULT_STORE = "sqlite:///:memory:"
 
@@ -60,45 +62,18 @@ class ServeConfig(BaseModel):
     allowed_origins: tuple[str, ...] = ()
 
 
-class RequestTrace(Trace):
-    """The server's trace as one request sees it: every event also carries the request's fields.
-
-    It writes through the shared trace (one writer, one logical clock per file);
-    ``principal``, ``replica`` and ``request_id`` are fields readers ignore or
-    use, not new event kinds, so ``policyguard audit`` reads the file unchanged.
-    """
-
-    def __init__(self, base: Trace, **fields: Any) -> None:  # no file of its own: no super().__init__
-        self._base = base
-        self._fields = {k: v for k, v in fields.items() if v is not None}
-        self.path = base.path
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return self._base.events
-
-    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
-        return self._base.emit(event, **{**self._fields, **fields})
-
-    def sync(self) -> None:
-        self._base.sync()
-
-    def close(self) -> None:  # the shared trace outlives the request
-        return None
-
-
 @dataclass
 class Service:
     """The shared parts of every request's guard, the store, the keys and the metrics."""
 
     config: ServeConfig
-    base: Any  # policyguard.guard.Guard: the loaded checklist, policy, gate and verifier; its sessions: the store
+    base: Any  # policyguard.guard.core.Guard: the loaded checklist, policy, gate and verifier; its sessions: the store
     store: MeteredStore
     trace: Trace
-    issuer: Any | None  # policyguard.grants.GrantIssuer
+    issuer: Any | None  # policyguard.enforcement.grants.GrantIssuer
     keys: list[PublicKey]
     metrics: Metrics
-    executor: Any | None = None  # policyguard.executor.GuardedExecutor, with --demo-effects only
+    executor: Any | None = None  # policyguard.enforcement.executor.GuardedExecutor, with --demo-effects only
     started: float = field(default_factory=time.time)
 
     @property
@@ -112,7 +87,7 @@ class Service:
 
     def guard(self, principal: str | None, request_id: str) -> Any:
         """A guard for one request, sharing every stateful part with the others."""
-        from ..guard import Guard
+        from policyguard.guard.core import Guard
 
         base = self.base
         return Guard(
@@ -137,9 +112,9 @@ class Service:
 
 def build_service(config: ServeConfig) -> Service:
     """Load everything once; any problem is a :class:`ConfigError` naming the file or setting."""
-    from ..grants import GrantIssuer
-    from ..guard import Guard
-    from ..storeurl import open_store
+    from policyguard.enforcement.grants import GrantIssuer
+    from policyguard.enforcement.storeurl import open_store
+    from policyguard.guard.core import Guard
 
     if config.grant_ttl_s <= 0:
         raise ConfigError(f"--grant-ttl must be a positive number of seconds, got {config.grant_ttl_s}")
@@ -185,5 +160,5 @@ def build_service(config: ServeConfig) -> Service:
             raise ConfigError("--demo-effects needs --grant-key: the demo executor runs a call only under a grant")
         from .demo import demo_executor
 
-        service.executor = demo_executor(service, config.demo_effects, keys[0])
+        service.executor = demo_executor(base.checklist, store, trace, service.replica, config.demo_effects, keys[0])
     return service

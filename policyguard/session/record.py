@@ -43,7 +43,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import CallSite, DuplicateCallId, Message, ToolCall, ToolResult, Trajectory
+from policyguard.trajectory.messages import CallSite, DuplicateCallId, Message, ToolCall, ToolResult, Trajectory
+
 from .events import Judged, NewEvent, SessionEvent
 from .store import SessionEvicted, SessionStore, check_session_id
 
@@ -161,7 +162,7 @@ class Session:
 
         ``pending`` is the call being checked: :meth:`judge` records it with its
         decision, and its copy in the history then stands for that record.
-        Raises :class:`~policyguard.messages.DuplicateCallId` (and records
+        Raises :class:`~policyguard.trajectory.messages.DuplicateCallId` (and records
         nothing) when the new part of the history pairs ambiguously.
         """
         with self._lock:

@@ -29,7 +29,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import ConfigError, PolicyGuardError
+from policyguard.errors import ConfigError, PolicyGuardError
+
 from .events import NewEvent, SessionEvent, numbered
 
 DEFAULT_MAX_EVENTS = 20_000

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from policyguard.approvalflow import decide
-from policyguard.inv1 import TraceFormatError, audit_file, audit_records
-from policyguard.trace import Trace
+from policyguard.approvals.flow import decide
+from policyguard.audit.inv1 import TraceFormatError, audit_file, audit_records
+from policyguard.audit.trace import Trace
 
 from .conftest import Rig, refund_call
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.checklist import Checklist
+from policyguard.audit.inv1 import audit_file
+from policyguard.checklist.schema import Checklist
 from policyguard.cli import main
-from policyguard.inv1 import audit_file
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 from .conftest import Rig, checklist_data, refund_call
 

@@ -9,12 +9,12 @@ import json
 import jwt
 import pytest
 
-from policyguard.approvalflow import EFFECT_APPROVAL, approval_version, decide, matching, new_request
-from policyguard.approvalqueue import ApprovalError
-from policyguard.checklist import Checklist
+from policyguard.approvals.flow import EFFECT_APPROVAL, approval_version, decide, matching, new_request
+from policyguard.approvals.queue import ApprovalError
+from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision
-from policyguard.guard import Guard
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.guard.core import Guard
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 from .conftest import CHECKLIST, POLICY, PRINCIPAL, Rig, checklist_data, refund_call
 
@@ -277,7 +277,7 @@ def test_a_tampered_approval_grant_is_refused(rig: Rig) -> None:
     longer = base64.urlsafe_b64encode(json.dumps({**claims, "exp": claims["exp"] + 86400}).encode())
     forged = f"{header}.{longer.decode().rstrip('=')}.{signature}"
     assert rig.run(refund_call("c2"), forged).reason == "signature"
-    from policyguard.grants import GrantIssuer, generate_keypair
+    from policyguard.enforcement.grants import GrantIssuer, generate_keypair
 
     stranger = GrantIssuer(generate_keypair()[0], clock=rig.clock)
     own = stranger.issue(

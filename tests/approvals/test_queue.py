@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.approvalqueue import (
+from policyguard.approvals.queue import (
     ApprovalError,
     ApprovalQueue,
     ApprovalRequest,
@@ -17,9 +17,9 @@ from policyguard.approvalqueue import (
     SQLApprovalQueue,
     SQLiteApprovalQueue,
 )
+from policyguard.approvals.url import open_approvals
+from policyguard.enforcement.store import SQLiteStore
 from policyguard.errors import ConfigError
-from policyguard.store import SQLiteStore
-from policyguard.storeurl import open_approvals
 
 
 class Clock:
@@ -36,8 +36,8 @@ def clock_queue(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Clock, 
     clock = Clock()
     queue: SQLApprovalQueue
     if request.param == "postgres":
-        from policyguard.pgapprovals import PostgresApprovalQueue
-        from policyguard.pgstore import PostgresStore
+        from policyguard.approvals.pgqueue import PostgresApprovalQueue
+        from policyguard.enforcement.pgstore import PostgresStore
 
         queue = PostgresApprovalQueue(PostgresStore(request.getfixturevalue("pg_url")), clock=clock)
     else:

@@ -15,16 +15,16 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from policyguard.approvalflow import QueueApprovals  # noqa: E402
-from policyguard.approvalqueue import ApprovalError, ApprovalRequest  # noqa: E402
-from policyguard.executor import GuardedExecutor  # noqa: E402
-from policyguard.gate import HardGate  # noqa: E402
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair  # noqa: E402
-from policyguard.guard import Guard  # noqa: E402
-from policyguard.messages import Message, ToolCall, Trajectory  # noqa: E402
-from policyguard.pgapprovals import PostgresApprovalQueue  # noqa: E402
-from policyguard.pgstore import PostgresStore  # noqa: E402
-from policyguard.storeurl import open_approvals  # noqa: E402
+from policyguard.approvals.flow import QueueApprovals  # noqa: E402
+from policyguard.approvals.pgqueue import PostgresApprovalQueue  # noqa: E402
+from policyguard.approvals.queue import ApprovalError, ApprovalRequest  # noqa: E402
+from policyguard.approvals.url import open_approvals  # noqa: E402
+from policyguard.enforcement.executor import GuardedExecutor  # noqa: E402
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair  # noqa: E402
+from policyguard.enforcement.pgstore import PostgresStore  # noqa: E402
+from policyguard.gate.hardgate import HardGate  # noqa: E402
+from policyguard.guard.core import Guard  # noqa: E402
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory  # noqa: E402
 
 from .test_queue import request  # noqa: E402
 
@@ -92,8 +92,8 @@ POLICY = "A refund above 500 needs a supervisor's approval.\n"
 
 
 def test_escalate_approve_and_retry_once_on_postgresql(pg_url: str, tmp_path: Path) -> None:
-    from policyguard.canonical import policy_version
-    from policyguard.checklist import Checklist
+    from policyguard.checklist.schema import Checklist
+    from policyguard.trajectory.canonical import policy_version
 
     checklist = Checklist.model_validate(
         {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from policyguard.checklist import Checklist
+from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision, RequirementResult
-from policyguard.messages import ToolCall, Trajectory
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import ToolCall, Trajectory
 
 from .conftest import Rig, checklist_data, refund_call
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from policyguard.checkgen.cli import add_generate_parser
-from policyguard.models import ModelRequest, ScriptedModel
+from policyguard.authoring.checkgen.cli import add_generate_parser
+from policyguard.verifier.models import ModelRequest, ScriptedModel
 
 HERE = Path(__file__).resolve().parent
 POLICY = HERE / "refund_desk.md"
@@ -205,7 +205,7 @@ def generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
     """Run ``policyguard checklist generate`` on the fixture with a given model object."""
 
     def run(model: ScriptedModel, *extra: str, output: Path | None = None, tools: str = str(TOOLS)) -> Run:
-        monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: model)
+        monkeypatch.setattr("policyguard.verifier.models.resolve_model", lambda spec: model)
         parser = argparse.ArgumentParser(prog="policyguard checklist")
         add_generate_parser(parser.add_subparsers(dest="sub", required=True))
         out = output or tmp_path / "refunds.yaml"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from policyguard.checkgen.cli import add_generate_parser, default_policy_name
-from policyguard.checklist import load_checklist
+from policyguard.authoring.checkgen.cli import add_generate_parser, default_policy_name
+from policyguard.checklist.schema import load_checklist
 
 HERE = Path(__file__).parent
 POLICY = HERE / "refund_desk.md"

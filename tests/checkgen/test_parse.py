@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from policyguard.checkgen.cache import request_key
-from policyguard.checkgen.schemas import (
+from policyguard.authoring.checkgen.cache import request_key
+from policyguard.authoring.checkgen.schemas import (
     ClassifyOut,
     GeneralOut,
     MalformedResponse,
@@ -21,7 +21,7 @@ from policyguard.checkgen.schemas import (
     parse_response,
     response_schema,
 )
-from policyguard.models import ModelRequest, PromptPart
+from policyguard.verifier.models import ModelRequest, PromptPart
 
 
 def test_the_last_top_level_json_object_is_taken_not_a_nested_one() -> None:

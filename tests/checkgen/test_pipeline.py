@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from policyguard.canonical import policy_version
-from policyguard.checklist import load_checklist
+from policyguard.authoring.validate import has_errors, validate_checklist
+from policyguard.checklist.schema import load_checklist
 from policyguard.errors import ModelError
-from policyguard.models import ModelRequest, ScriptedModel
-from policyguard.validate import has_errors, validate_checklist
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.models import ModelRequest, ScriptedModel
 
 POLICY = Path(__file__).parent / "refund_desk.md"
 

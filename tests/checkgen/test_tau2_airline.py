@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from policyguard.checkgen import generate_checklist, load_tools
-from policyguard.checklist import load_checklist
-from policyguard.models import ModelRequest, ScriptedModel
+from policyguard.authoring.checkgen import generate_checklist, load_tools
+from policyguard.checklist.schema import load_checklist
+from policyguard.verifier.models import ModelRequest, ScriptedModel
 
 pytestmark = pytest.mark.tau2
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.checkgen.tools import ToolsError, load_tools
+from policyguard.authoring.tools import ToolsError, load_tools
 
 TOOLS = Path(__file__).parent / "tools.json"
 
@@ -108,7 +108,7 @@ def test_an_mcp_tools_list_result_is_read_with_its_annotations(tmp_path) -> None
     """What an MCP server answers to tools/list (camelCase inputSchema) is a tools file as it is."""
     import json
 
-    from policyguard.checkgen.tools import load_tools
+    from policyguard.authoring.tools import load_tools
 
     listing = {
         "tools": [

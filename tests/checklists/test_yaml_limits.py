@@ -10,12 +10,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policyguard import yamlsource
-from policyguard.checklist import load_checklist
-from policyguard.errors import ChecklistError
-from policyguard.resources import shipped_checklist
-from policyguard.validate import validate_checklist
-from policyguard.yamlsource import (
+from policyguard.authoring.validate import validate_checklist
+from policyguard.checklist import yamlsource
+from policyguard.checklist.schema import load_checklist
+from policyguard.checklist.yamlsource import (
     MAX_YAML_ALIASES,
     MAX_YAML_CHARS,
     MAX_YAML_DEPTH,
@@ -23,6 +21,8 @@ from policyguard.yamlsource import (
     load_yaml_file,
     load_yaml_text,
 )
+from policyguard.errors import ChecklistError
+from policyguard.resources import shipped_checklist
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HAS_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from policyguard.canonical import policy_version
+from policyguard.bench.tau2 import probes
 from policyguard.cli import main
-from policyguard.dialogue import parse_conversation
-from policyguard.tau2 import probes
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.dialogue import parse_conversation
 
 POLICY = "Cancel a reservation only after the user explicitly confirms (yes).\n"
 CHECKLIST = """\
@@ -101,7 +101,7 @@ def test_print_prompt_calls_no_model(argv: list[str], tmp_path: Path, capsys: py
 def test_print_prompt_over_budget_is_a_one_line_error(
     argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from policyguard.verifier import LLMVerifier
+    from policyguard.verifier.llm import LLMVerifier
 
     monkeypatch.setitem(LLMVerifier.__init__.__kwdefaults__, "max_prompt_tokens", 10)
     assert main(argv) == 2

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from policyguard.canonical import policy_version
 from policyguard.cli import main
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = (
     "Refund only orders that belong to the authenticated user.\n"

@@ -24,7 +24,7 @@ def rebuilt(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with its records and tool results replaced by what tau2 returns."""
     from tau2.data_model.message import ToolCall as Tau2ToolCall
 
-    from policyguard.tau2.domain import DomainData, quiet_tau2_logs
+    from policyguard.bench.tau2.domain import DomainData, quiet_tau2_logs
 
     quiet_tau2_logs()
     domain = DomainData.load("airline")

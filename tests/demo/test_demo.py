@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.canonical import policy_version
-from policyguard.checklist import load_checklist
+from policyguard.checklist.schema import load_checklist
 from policyguard.resources import demo_file, shipped_checklist
+from policyguard.trajectory.canonical import policy_version
 
 ROOT = Path(__file__).resolve().parents[2]
 APPROVAL_ID = re.compile(r"apr-[0-9a-f]+")

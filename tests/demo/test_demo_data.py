@@ -30,7 +30,7 @@ def test_records_and_tool_results_are_what_tau2_returns() -> None:
 
 
 def test_each_conversation_acts_on_a_reservation_of_its_cited_tau2_task() -> None:
-    from policyguard.tau2.domain import DomainData
+    from policyguard.bench.tau2.domain import DomainData
 
     domain = DomainData.load("airline")
     shipped = json.loads(_source().DATA.read_text(encoding="utf-8"))

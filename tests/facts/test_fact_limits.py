@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from policyguard.canonical import policy_version
-from policyguard.checklist import Checklist, FactSource, load_checklist, parse_checklist
-from policyguard.facts import resolve_facts
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist, FactSource, load_checklist, parse_checklist
+from policyguard.gate.facts import resolve_facts
+from policyguard.gate.hardgate import HardGate
 from policyguard.resources import shipped_checklist
 from policyguard.stages import CheckContext
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 USER = {
     "user_id": "mia_li_3668",

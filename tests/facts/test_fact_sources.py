@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from policyguard.canonical import policy_version
-from policyguard.checklist import Checklist, parse_checklist
+from policyguard.checklist.schema import Checklist, parse_checklist
 from policyguard.errors import ChecklistError
-from policyguard.facts import FactsResult, resolve_facts
-from policyguard.limits import MAX_RESULT_CHARS
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.gate.facts import FactsResult, resolve_facts
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.limits import MAX_RESULT_CHARS
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 HEADER = f'policy: {{name: p, version: "{policy_version("p")}"}}\n'
 
@@ -343,7 +343,7 @@ def test_collect_calls_lists_every_call_answered_or_not() -> None:
 
 
 def test_at_most_one_certificate_per_conversation_is_checkable() -> None:
-    from policyguard.gate import HardGate
+    from policyguard.gate.hardgate import HardGate
     from policyguard.stages import CheckContext
 
     text = (
@@ -369,7 +369,7 @@ def test_at_most_one_certificate_per_conversation_is_checkable() -> None:
 
 
 def _gate_and_context() -> tuple[Any, Any]:
-    from policyguard.gate import HardGate
+    from policyguard.gate.hardgate import HardGate
     from policyguard.stages import CheckContext
 
     text = (

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist, load_checklist
-from policyguard.facts import resolve_principal
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist, load_checklist
+from policyguard.gate.facts import resolve_principal
+from policyguard.gate.hardgate import HardGate
 from policyguard.resources import shipped_checklist
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 NOW = datetime(2024, 5, 15, 20, 0, tzinfo=timezone.utc)
 ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
@@ -101,9 +101,9 @@ def test_a_lookup_of_the_user_authenticates_them(retail: Checklist) -> None:
 
 
 def test_a_fact_matched_on_an_absent_principal_is_missing_with_the_reason() -> None:
-    from policyguard.canonical import policy_version
-    from policyguard.checklist import parse_checklist
-    from policyguard.facts import resolve_facts
+    from policyguard.checklist.schema import parse_checklist
+    from policyguard.gate.facts import resolve_facts
+    from policyguard.trajectory.canonical import policy_version
 
     checklist = parse_checklist(
         f'policy: {{name: p, version: "{policy_version("p")}"}}\n'

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.canonical import policy_version
-from policyguard.checklist import Checklist, load_checklist, parse_checklist
-from policyguard.facts import resolve_facts, resolve_principal
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist, load_checklist, parse_checklist
+from policyguard.gate.facts import resolve_facts, resolve_principal
 from policyguard.resources import shipped_checklist
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 MIA = "mia_li_3668"
 GIFT, CARD, CERT = "gift_card_1", "credit_card_1", "certificate_1"
@@ -145,7 +145,7 @@ def test_failed_writes_change_something_unless_the_checklist_says_the_tools_refu
 
 def test_invalidated_when_is_checked_at_load() -> None:
     from policyguard.errors import ChecklistError
-    from policyguard.gate import HardGate
+    from policyguard.gate.hardgate import HardGate
 
     text = BASE + (
         "facts:\n  order:\n    tool: get_order\n    match: {order_id: args.order_id}\n"

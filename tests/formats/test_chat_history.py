@@ -15,8 +15,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from policyguard.errors import FormatError
-from policyguard.formats import openai_chat
-from policyguard.formats.chat_history import ChatHistory
+from policyguard.trajectory.formats import openai_chat
+from policyguard.trajectory.formats.chat_history import ChatHistory
 
 IDS = st.sampled_from(["c1", "c2", "c3", "c4", "c5", "c6"])
 VALUES = st.sampled_from([1, 1.0, True, 0, False, "1", None, 2])

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from policyguard.errors import FormatError
-from policyguard.formats import anthropic
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.trajectory.formats import anthropic
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 LOOKUP_ID = "toolu_01A09q90qw90lq917835lq9X"
 CANCEL_ID = "toolu_01D7FLrfh4GYq7yT1ULFeyMV"

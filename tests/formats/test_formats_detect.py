@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-import policyguard.formats as formats
+import policyguard.trajectory.formats as formats
 from policyguard.errors import FormatError
-from policyguard.formats import detect_format, from_trajectory, to_trajectory
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.trajectory.formats import detect_format, from_trajectory, to_trajectory
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 FIXTURES = {
     "airline_chat.json": "openai_chat",

@@ -33,9 +33,9 @@ from langchain_core.messages import (  # noqa: E402
 
 from policyguard import Guard  # noqa: E402
 from policyguard.errors import FormatError  # noqa: E402
-from policyguard.formats import from_trajectory, to_trajectory, tool_error_message  # noqa: E402
-from policyguard.formats.langchain import tool_call_from_langchain  # noqa: E402
-from policyguard.messages import Message, ToolCall, Trajectory  # noqa: E402
+from policyguard.trajectory.formats import from_trajectory, to_trajectory, tool_error_message  # noqa: E402
+from policyguard.trajectory.formats.langchain import tool_call_from_langchain  # noqa: E402
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory  # noqa: E402
 
 NO6JO3 = json.dumps({"reservation_id": "NO6JO3", "user_id": "mia_li_3668", "status": "active"})
 
@@ -87,8 +87,8 @@ def test_an_agent_state_with_messages_is_detected_too():
 def test_guard_check_accepts_langchain_messages_as_the_trajectory():
     """The cancel is judged on the dialogue read from LangChain objects: the reservation read stands as a fact."""
     from policyguard import parse_checklist
-    from policyguard.canonical import policy_version
-    from policyguard.gate import HardGate
+    from policyguard.gate.hardgate import HardGate
+    from policyguard.trajectory.canonical import policy_version
 
     policy = "Only cancel after reading the reservation.\n"
     checklist = parse_checklist(

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from policyguard.errors import FormatError
-from policyguard.formats import openai_chat
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.trajectory.formats import openai_chat
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 CANCEL_ID = "call_9FzKc2VdQ1bXw7NmT4pJ6yUa"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from policyguard.errors import FormatError
-from policyguard.formats import openai_responses
-from policyguard.messages import Message, ToolCall
+from policyguard.trajectory.formats import openai_responses
+from policyguard.trajectory.messages import Message, ToolCall
 
 LOOKUP_ID = "call_kT3pV8sQ2mX9wL4nB7cF1hJ5"
 CANCEL_ID = "call_Z6yR2dG8tN4vP1qK9mW3xS7b"

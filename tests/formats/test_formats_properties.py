@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyguard.errors import FormatError
-from policyguard.formats import to_trajectory
-from policyguard.limits import INT_MAX, INT_MIN, MAX_DEPTH
-from policyguard.messages import Trajectory
+from policyguard.trajectory.formats import to_trajectory
+from policyguard.trajectory.limits import INT_MAX, INT_MIN, MAX_DEPTH
+from policyguard.trajectory.messages import Trajectory
 
 FORMATS = ("openai_chat", "openai_responses", "anthropic")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

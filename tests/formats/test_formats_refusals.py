@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from policyguard.errors import FormatError
-from policyguard.formats import from_trajectory, to_trajectory
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.trajectory.formats import from_trajectory, to_trajectory
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 FORMATS = ["openai_chat", "openai_responses", "anthropic"]
 

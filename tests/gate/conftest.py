@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist, load_checklist
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist, load_checklist
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 HERE = Path(__file__).parent
 EASTERN = timezone(timedelta(hours=-5))

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.cel import Activation, CelBudgetError, compile_check
-from policyguard.celcost import DECISION_BUDGET, ISOLATED_SECONDS, MAX_STEPS, Bound, Summary, estimate, parse
-from policyguard.checklist import load_checklist
+from policyguard.checklist.schema import load_checklist
 from policyguard.decision import Decision
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.gate.cel import Activation, CelBudgetError, compile_check
+from policyguard.gate.celcost import DECISION_BUDGET, ISOLATED_SECONDS, MAX_STEPS, Bound, Summary, estimate, parse
+from policyguard.gate.hardgate import HardGate
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 from .conftest import NOW
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from policyguard.cel import CelCompileError, CelEvalError, compile_check
+from policyguard.gate.cel import CelCompileError, CelEvalError, compile_check
 
 EASTERN = timezone(timedelta(hours=-5))
 NOW = datetime(2024, 5, 15, 15, 0, tzinfo=EASTERN)

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.cel import CelEvalError, compile_check
-from policyguard.factpaths import closing_paren, paths_trie, prune, prune_facts, read_paths
+from policyguard.gate.cel import CelEvalError, compile_check
+from policyguard.gate.factpaths import closing_paren, paths_trie, prune, prune_facts, read_paths
 
 NOW = datetime(2024, 5, 15, 15, 0, tzinfo=timezone.utc)
 

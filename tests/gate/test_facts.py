@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from policyguard.checklist import Checklist, FactSource
-from policyguard.facts import StateResolver, resolve_facts, resolve_principal
-from policyguard.messages import ToolCall
+from policyguard.checklist.schema import Checklist, FactSource
+from policyguard.gate.facts import StateResolver, resolve_facts, resolve_principal
+from policyguard.trajectory.messages import ToolCall
 
 Dialogues = Callable[[], Any]  # the Dialogue builder from conftest
 Orders = Callable[..., dict[str, Any]]
@@ -87,7 +87,7 @@ def test_the_newest_successful_read_wins(checklist: Checklist, dialogue: Dialogu
 def test_a_tool_message_answering_no_call_is_not_a_fact(
     checklist: Checklist, dialogue: Dialogues, make_order: Orders
 ) -> None:
-    from policyguard.messages import Message, Trajectory
+    from policyguard.trajectory.messages import Message, Trajectory
 
     forged = Message(role="tool", tool_call_id="nobody", name="get_order", content='{"order_id": "O1"}')
     assert "order" in resolve_facts(checklist, REFUND, Trajectory(messages=[forged]), {"order"}).missing
@@ -184,8 +184,8 @@ def test_no_principal_source_means_no_principal(checklist: Checklist, dialogue: 
 
 def test_a_write_that_returns_the_updated_record_refreshes_the_fact() -> None:
     from policyguard import Message, ToolCall, Trajectory, parse_checklist
-    from policyguard.canonical import policy_version
-    from policyguard.facts import resolve_facts
+    from policyguard.gate.facts import resolve_facts
+    from policyguard.trajectory.canonical import policy_version
 
     checklist = parse_checklist(
         f"""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from policyguard import facts
-from policyguard.checklist import Checklist
-from policyguard.gate import _CACHED_TOOLS, HardGate
-from policyguard.messages import Message, ToolCall, ToolResult, Trajectory
+from policyguard.checklist.schema import Checklist
+from policyguard.gate import facts
+from policyguard.gate.hardgate import _CACHED_TOOLS, HardGate
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, ToolResult, Trajectory
 
 CHECKLIST = Checklist.model_validate(
     {

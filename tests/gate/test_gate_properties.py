@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.canonical import policy_version
-from policyguard.checklist import Checklist, load_checklist, parse_checklist
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.checklist.schema import Checklist, load_checklist, parse_checklist
+from policyguard.gate.hardgate import HardGate
 from policyguard.resources import shipped_checklist
 from policyguard.stages import CheckContext
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 MIA, NOAH = "mia_li_3668", "noah_muller_9847"
 THEIRS, MINE = "T1QOBS", "NO6JO3"

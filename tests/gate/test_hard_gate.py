@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist, FactSource, parse_checklist
+from policyguard.checklist.schema import Checklist, FactSource, parse_checklist
 from policyguard.errors import ChecklistError
-from policyguard.gate import HardGate, compile_checklist_checks
-from policyguard.messages import ToolCall
+from policyguard.gate.hardgate import HardGate, compile_checklist_checks
 from policyguard.stages import CheckContext, Gate
+from policyguard.trajectory.messages import ToolCall
 
 Dialogues = Callable[[], Any]  # the Dialogue builder from conftest
 Contexts = Callable[..., CheckContext]

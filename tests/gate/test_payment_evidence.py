@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from policyguard.checklist import Checklist, load_checklist
+from policyguard.checklist.schema import Checklist, load_checklist
 from policyguard.decision import Decision
-from policyguard.gate import HardGate
-from policyguard.messages import Message, ToolCall, Trajectory
+from policyguard.gate.hardgate import HardGate
 from policyguard.resources import shipped_checklist
 from policyguard.stages import CheckContext
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 MIA, NOAH = "mia_li_3668", "noah_muller_9847"
 MINE, MY_OTHER, THEIRS = "NO6JO3", "AIXC49", "T1QOBS"

@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from policyguard.gate import HardGate
+from policyguard.gate.hardgate import HardGate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist
-from policyguard.executor import GuardedExecutor
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
-from policyguard.trace import Trace
+from policyguard.audit.trace import Trace
+from policyguard.checklist.schema import Checklist
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.trajectory.messages import ToolCall
 
 _KEYS = generate_keypair()
 

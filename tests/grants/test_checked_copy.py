@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policyguard.canonical import canonical_json
-from policyguard.limits import MAX_DEPTH, MAX_NODES, call_problem, checked_copy
+from policyguard.trajectory.canonical import canonical_json
+from policyguard.trajectory.limits import MAX_DEPTH, MAX_NODES, call_problem, checked_copy
 
 if TYPE_CHECKING:
     from conftest import Rig
@@ -106,7 +106,7 @@ def test_non_json_values_and_non_objects_are_refused() -> None:
 
 def test_arguments_with_no_utf8_encoding_are_refused_by_the_executor_not_raised(rig: Rig) -> None:
     """A lone surrogate (JSON allows "\\ud800") has no canonical hash: refused before any grant is spent."""
-    from policyguard.messages import ToolCall
+    from policyguard.trajectory.messages import ToolCall
 
     call = ToolCall(
         id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 5, "idempotency_key": "\ud800"}

@@ -6,12 +6,12 @@ import textwrap
 from typing import Any
 
 from policyguard import GrantIssuer, GrantVerifier, Guard, GuardedExecutor, HardGate, parse_checklist
-from policyguard.canonical import policy_version
-from policyguard.grants import generate_keypair
-from policyguard.inv1 import audit_records
-from policyguard.messages import Message, ToolCall, Trajectory
-from policyguard.store import LedgerUnavailable, SQLiteStore
-from policyguard.trace import Trace
+from policyguard.audit.inv1 import audit_records
+from policyguard.audit.trace import Trace
+from policyguard.enforcement.grants import generate_keypair
+from policyguard.enforcement.store import LedgerUnavailable, SQLiteStore
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 POLICY = "Refunds never exceed what was captured.\n"
 CHECKLIST = parse_checklist(

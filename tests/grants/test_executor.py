@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from policyguard.enforcement.executor import PENDING_REASON, GuardedExecutor
+from policyguard.enforcement.store import EffectClaim, EffectRecord, LedgerUnavailable
 from policyguard.errors import ConfigError
-from policyguard.executor import PENDING_REASON, GuardedExecutor
-from policyguard.messages import ToolCall
-from policyguard.store import EffectClaim, EffectRecord, LedgerUnavailable
+from policyguard.trajectory.messages import ToolCall
 
 if TYPE_CHECKING:
     from conftest import Rig

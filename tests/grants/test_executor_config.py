@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from policyguard.approvals import MoneyEffect, RecordApprovals
-from policyguard.checklist import Checklist, EffectSpec
+from policyguard.checklist.schema import Checklist, EffectSpec
+from policyguard.enforcement.approvalcheck import MoneyEffect, RecordApprovals
+from policyguard.enforcement.executor import GuardedExecutor
 from policyguard.errors import ConfigError
-from policyguard.executor import GuardedExecutor
-from policyguard.messages import ToolCall
+from policyguard.trajectory.messages import ToolCall
 
 if TYPE_CHECKING:
     from conftest import Rig

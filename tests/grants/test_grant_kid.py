@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import jwt
 
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.trajectory.messages import ToolCall
 
 CALL = ToolCall(id="c1", name="issue_refund", arguments={"amount": 5})
 

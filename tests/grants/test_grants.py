@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from policyguard.grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
+from policyguard.enforcement.grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.trajectory.messages import ToolCall
 
 if TYPE_CHECKING:
     from conftest import Rig
@@ -194,7 +194,7 @@ def test_importing_grants_store_and_executor_does_not_import_jwt() -> None:
     import sys
 
     code = (
-        "import sys, policyguard.grants, policyguard.store, policyguard.executor, policyguard.jws\n"
+        "import sys, policyguard.enforcement.grants, policyguard.enforcement.store, policyguard.enforcement.executor, policyguard.enforcement.jws\n"
         "print(sorted(m for m in ('jwt', 'nacl', 'cryptography') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -203,8 +203,8 @@ def test_importing_grants_store_and_executor_does_not_import_jwt() -> None:
 
 def test_no_grant_is_issued_for_arguments_without_a_canonical_hash(keys: tuple[bytes, bytes]) -> None:
     """A lone surrogate has no canonical hash: the issuer refuses with GrantError, not a raw UnicodeEncodeError."""
-    from policyguard.grants import GrantError, GrantIssuer
-    from policyguard.messages import ToolCall
+    from policyguard.enforcement.grants import GrantError, GrantIssuer
+    from policyguard.trajectory.messages import ToolCall
 
     call = ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "idempotency_key": "k\ud800"})
     with pytest.raises(GrantError, match="no canonical hash"):

@@ -1,6 +1,6 @@
 """Grants are standard EdDSA JWTs: a JOSE library verifies ours, we verify theirs, and nothing else passes.
 
-The codec in ``policyguard.jws`` replaces PyJWT on the hot path; PyJWT stays the
+The codec in ``policyguard.enforcement.jws`` replaces PyJWT on the hot path; PyJWT stays the
 reference it is checked against, in both directions and with both Ed25519
 backends (libsodium via PyNaCl, OpenSSL via cryptography).
 """
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policyguard import jws
-from policyguard.grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
+from policyguard.enforcement import jws
+from policyguard.enforcement.grants import GrantError, GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.trajectory.messages import ToolCall
 
 KEYS = generate_keypair()
 OTHER = generate_keypair()

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from policyguard.grants import GrantError, GrantIssuer, GrantVerifier
-from policyguard.purge import NoncePurger
-from policyguard.store import SQLiteStore
+from policyguard.enforcement.grants import GrantError, GrantIssuer, GrantVerifier
+from policyguard.enforcement.purge import NoncePurger
+from policyguard.enforcement.store import SQLiteStore
 
 from .conftest import Clock, Policy, refund_call
 

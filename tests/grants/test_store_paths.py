@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from policyguard.messages import ToolCall
-from policyguard.store import EffectRequest, SpendAndClaim, Spent, SQLiteStore
+from policyguard.enforcement.store import EffectRequest, SpendAndClaim, Spent, SQLiteStore
+from policyguard.trajectory.messages import ToolCall
 
 if TYPE_CHECKING:
     from conftest import Rig

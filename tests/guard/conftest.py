@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from policyguard import parse_checklist
-from policyguard.canonical import policy_version
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "Refunds need a read of the order first. Never refund more than was captured.\n"
 

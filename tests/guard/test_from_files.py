@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from policyguard import Message, ToolCall, Trajectory
-from policyguard.canonical import policy_version
-from policyguard.grants import GrantIssuer, generate_keypair
-from policyguard.guard import Guard
+from policyguard.approvals.url import open_approvals
+from policyguard.enforcement.grants import GrantIssuer, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.guard.core import Guard
 from policyguard.session import MemorySessionStore
-from policyguard.store import SQLiteStore
-from policyguard.storeurl import open_approvals
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "A refund above 500 needs a supervisor's approval.\n"
 CHECKLIST = f"""\

@@ -10,7 +10,7 @@ import pytest
 
 from policyguard import ChecklistError, Decision, Message, ToolCall, Trajectory
 from policyguard.decision import RequirementResult
-from policyguard.guard import Guard, after_block
+from policyguard.guard.core import Guard, after_block
 from policyguard.stages import CheckContext
 
 
@@ -251,7 +251,7 @@ FILE_POLICY = "Refunds need a read of the order first.\n"
 
 
 def _files(tmp_path):  # type: ignore[no-untyped-def]
-    from policyguard.canonical import policy_version
+    from policyguard.trajectory.canonical import policy_version
 
     policy = tmp_path / "policy.md"
     policy.write_text(FILE_POLICY)
@@ -295,7 +295,7 @@ def test_from_files_names_the_checklist_and_policy_on_a_version_mismatch(tmp_pat
 
 def test_a_checklist_from_a_file_pinned_to_another_policy_names_the_file_and_line(tmp_path):  # type: ignore[no-untyped-def]
     """Once: a guard built from a loaded checklist (bench replay, serve) said `<checklist>: policy.version: ...`."""
-    from policyguard.checklist import load_checklist
+    from policyguard.checklist.schema import load_checklist
 
     _, checklist = _files(tmp_path)
     with pytest.raises(ChecklistError) as caught:
@@ -327,7 +327,7 @@ RESPONSES = [
 @pytest.mark.parametrize("messages", [CHAT, ANTHROPIC, RESPONSES], ids=["chat", "anthropic", "responses"])
 def test_a_plain_provider_message_list_is_judged_like_its_trajectory(checklist, policy_text, messages):  # type: ignore[no-untyped-def]
     """A list of dicts once crashed the gate into a generic gate_error BLOCK while read-only calls passed."""
-    from policyguard.formats import to_trajectory
+    from policyguard.trajectory.formats import to_trajectory
 
     plain, _, verifier = make(checklist, policy_text, gate="escalate", verifier="pass")
     wrapped, _, _ = make(checklist, policy_text, gate="escalate", verifier="pass")
@@ -340,7 +340,7 @@ def test_a_plain_provider_message_list_is_judged_like_its_trajectory(checklist, 
 
 
 def test_a_real_gate_reads_facts_from_a_plain_chat_list(checklist, policy_text):  # type: ignore[no-untyped-def]
-    from policyguard.gate import HardGate
+    from policyguard.gate.hardgate import HardGate
 
     guard = Guard(checklist, policy_text, gate=HardGate(checklist), verifier=FakeVerifier("pass"))
     assert guard.check(REFUND, CHAT).stage != "gate_error"

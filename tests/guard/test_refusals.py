@@ -21,12 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyguard import Decision, Message, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
+from policyguard.audit.trace import Trace
 from policyguard.decision import RequirementResult
 from policyguard.errors import ConfigError
-from policyguard.guard import Guard
+from policyguard.guard.core import Guard
 from policyguard.stages import CheckContext
-from policyguard.trace import Trace
+from policyguard.trajectory.canonical import policy_version
 
 TOO_DEEP_TO_HASH = 20_000
 """Nesting json.dumps refuses (RecursionError) on every supported Python: 3.13 encodes 5,000 levels, 3.11 does not."""
@@ -199,7 +199,7 @@ def test_arguments_nested_past_the_recursion_limit_are_blocked() -> None:
 
 
 def test_a_bad_call_is_still_recorded_in_a_trace_that_audits_clean(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from policyguard.inv1 import audit_records
+    from policyguard.audit.inv1 import audit_records
 
     path = tmp_path / "trace.jsonl"
     guard, _, _ = make_guard(trace=Trace(path))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from policyguard import Guard
+from policyguard.audit.trace import Trace
 from policyguard.decision import RequirementResult
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore
-from policyguard.trace import Trace
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.trajectory.messages import ToolCall
 
 CALL = ToolCall(id="c1", name="issue_refund", arguments={"order_id": "O1", "amount": 5})
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.trace import DEFAULT_KEEP, Trace, read_trace
+from policyguard.audit.trace import DEFAULT_KEEP, Trace, read_trace
 from tests.docblocks import doc_block
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from policyguard import Decision, GuardedTools, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
-from policyguard.guard import Guard
+from policyguard.guard.core import Guard
 from policyguard.stages import CheckContext
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "Refund only orders that were read first.\n"
 

@@ -23,8 +23,8 @@ from policyguard import (
     generate_keypair,
     parse_checklist,
 )
-from policyguard.canonical import policy_version
-from policyguard.inv1 import audit_records
+from policyguard.audit.inv1 import audit_records
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "Refunds never exceed what was captured.\n"
 CHECKLIST = textwrap.dedent(

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyguard import GuardedTools, HardGate, Message, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
 from policyguard.errors import FormatError
-from policyguard.guard import Guard
+from policyguard.guard.core import Guard
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "The user can add but not remove checked bags. Only the owner may cancel a reservation.\n"
 CHECKLIST = textwrap.dedent(
@@ -332,7 +332,7 @@ def test_a_shortened_or_rewritten_history_is_converted_again(tools, airline):
 
 
 def test_each_call_converts_only_the_new_messages(tools, monkeypatch):
-    from policyguard.formats import chat_history
+    from policyguard.trajectory.formats import chat_history
 
     converted: list[int] = []
     real = chat_history.read_message

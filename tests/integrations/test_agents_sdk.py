@@ -41,15 +41,15 @@ from openai.types.responses import (  # noqa: E402
 )
 
 from policyguard import Guard, ScriptedModel  # noqa: E402
-from policyguard.canonical import policy_version  # noqa: E402
-from policyguard.checklist import load_checklist  # noqa: E402
+from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.decision import Decision  # noqa: E402
 from policyguard.errors import ConfigError  # noqa: E402
-from policyguard.gate import HardGate  # noqa: E402
+from policyguard.gate.hardgate import HardGate  # noqa: E402
 from policyguard.integrations.agents_sdk import GUARDRAIL_NAME, AgentsSDKGuard, guard_agent  # noqa: E402
-from policyguard.messages import ToolCall, Trajectory  # noqa: E402
 from policyguard.stages import CheckContext  # noqa: E402
-from policyguard.verifier import LLMVerifier  # noqa: E402
+from policyguard.trajectory.canonical import policy_version  # noqa: E402
+from policyguard.trajectory.messages import ToolCall, Trajectory  # noqa: E402
+from policyguard.verifier.llm import LLMVerifier  # noqa: E402
 
 POLICY = "Refund at most the amount captured for the order.\nRefund only after the customer says yes to the amount.\n"
 CHECKLIST = f"""

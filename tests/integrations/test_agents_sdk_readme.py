@@ -15,7 +15,7 @@ pytest.importorskip("agents")
 from agents.models.multi_provider import MultiProvider  # noqa: E402
 
 from policyguard import ScriptedModel  # noqa: E402
-from policyguard.canonical import policy_version  # noqa: E402
+from policyguard.trajectory.canonical import policy_version  # noqa: E402
 
 from .test_agents_sdk import ScriptedAgentModel, call, say  # noqa: E402
 
@@ -68,7 +68,7 @@ def test_readme_agents_sdk_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         "remediation": REMEDIATION,
     }
     verifier = ScriptedModel([json.dumps(verdict)])
-    monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: verifier)
+    monkeypatch.setattr("policyguard.verifier.models.resolve_model", lambda spec: verifier)
 
     exec(compile(code, "docs/guarding/agents-sdk.md", "exec"), {"__name__": "readme_agents_example"})
 

@@ -31,11 +31,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa
 from langchain_core.tools import tool  # noqa: E402
 
 from policyguard import Guard, ScriptedModel, parse_checklist  # noqa: E402
-from policyguard.canonical import policy_version  # noqa: E402
 from policyguard.decision import Decision  # noqa: E402
 from policyguard.integrations import langchain as integration  # noqa: E402
 from policyguard.integrations.langchain import GuardHalted, PolicyGuardMiddleware  # noqa: E402
-from policyguard.verifier import LLMVerifier  # noqa: E402
+from policyguard.trajectory.canonical import policy_version  # noqa: E402
+from policyguard.verifier.llm import LLMVerifier  # noqa: E402
 
 REFUND_POLICY = "Refunds need a read of the order first. Never refund more than 100 USD.\n"
 REFUND_CHECKLIST = textwrap.dedent(
@@ -383,7 +383,7 @@ def test_the_verifier_judges_the_agent_state_conversation(asynchronous):
 
 def test_importing_policyguard_and_its_formats_loads_no_langchain():
     probe = (
-        "import policyguard, policyguard.formats, policyguard.integrations, sys\n"
+        "import policyguard, policyguard.trajectory.formats, policyguard.integrations, sys\n"
         "print(','.join(m for m in ('langchain', 'langchain_core', 'langgraph') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -413,7 +413,7 @@ def test_readme_langchain_example_runs_and_blocks_the_unconfirmed_refund(monkeyp
         "remediation": README_REMEDIATION,
     }
     verifier_model = ScriptedModel([json.dumps(verdict)])
-    monkeypatch.setattr("policyguard.models.resolve_model", lambda spec: verifier_model)
+    monkeypatch.setattr("policyguard.verifier.models.resolve_model", lambda spec: verifier_model)
 
     exec(compile(code, "docs/guarding/langchain.md", "exec"), {"__name__": "readme_langchain_example"})
 

@@ -19,9 +19,8 @@ import mcp_types as types  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from policyguard.cli.cmd_mcp_proxy import parse_listen  # noqa: E402
-from policyguard.dialogue import safe_json  # noqa: E402
 from policyguard.errors import ConfigError  # noqa: E402
-from policyguard.guard import Guard  # noqa: E402
+from policyguard.guard.core import Guard  # noqa: E402
 from policyguard.integrations.mcp_proxy import (  # noqa: E402
     GuardedUpstream,
     confirmation_question,
@@ -29,7 +28,8 @@ from policyguard.integrations.mcp_proxy import (  # noqa: E402
     supports_elicitation,
 )
 from policyguard.integrations.mcp_transport import rebinding_protection  # noqa: E402
-from policyguard.messages import ToolCall  # noqa: E402
+from policyguard.trajectory.messages import ToolCall  # noqa: E402
+from policyguard.verifier.dialogue import safe_json  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -242,7 +242,7 @@ def test_nobody_is_asked_to_confirm_a_tool_the_checklist_does_not_name() -> None
     import anyio
 
     from policyguard import parse_checklist
-    from policyguard.canonical import policy_version
+    from policyguard.trajectory.canonical import policy_version
 
     policy = "Always confirm with the user before acting.\n"
     checklist = parse_checklist(

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.inv1 import INV1_KINDS, AuditReport, TraceFormatError, audit_file, audit_records
+from policyguard.audit.inv1 import INV1_KINDS, AuditReport, TraceFormatError, audit_file, audit_records
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 V1 = "sha256:" + "1" * 64

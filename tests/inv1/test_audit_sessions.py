@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policyguard.inv1 import audit_records
-from policyguard.trace import Trace
+from policyguard.audit.inv1 import audit_records
+from policyguard.audit.trace import Trace
 
 H1 = "a" * 64
 V1 = "sha256:" + "1" * 64

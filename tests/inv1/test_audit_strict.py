@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from policyguard.audit.inv1 import TraceFormatError, audit_file, audit_records
+from policyguard.audit.trace import Trace
 from policyguard.cli import main
-from policyguard.inv1 import TraceFormatError, audit_file, audit_records
-from policyguard.trace import Trace
 
 H1 = "a" * 64
 H2 = "b" * 64

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from policyguard.audit.inv1 import audit_file
+from policyguard.bench.harness import SCENARIOS, GatedExecutor, ScenarioResult, Verdict, run_matrix, run_scenario
 from policyguard.cli import main
-from policyguard.harness import SCENARIOS, GatedExecutor, ScenarioResult, Verdict, run_matrix, run_scenario
-from policyguard.inv1 import audit_file
 
 CALLS = 120
 
@@ -115,7 +115,7 @@ def test_cli_json_and_exit_code(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 
 
 def test_grant_executor_checks_a_signed_call_bound_grant() -> None:
-    from policyguard.harness import GrantExecutor, _Minter
+    from policyguard.bench.harness import GrantExecutor, _Minter
 
     now = [1000.0]
     minter = _Minter(lambda: now[0])

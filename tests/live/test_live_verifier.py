@@ -12,10 +12,10 @@ import os
 import pytest
 
 from policyguard import Message, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
-from policyguard.guard import Guard
-from policyguard.models import resolve_model
-from policyguard.verifier import LLMVerifier
+from policyguard.guard.core import Guard
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.llm import LLMVerifier
+from policyguard.verifier.models import resolve_model
 
 POLICY = "Never refund more than was captured. Obtain explicit confirmation (yes) before any refund.\n"
 CHECKLIST = f"""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policyguard.models.base import ModelRequest, PromptPart
+from policyguard.verifier.models.base import ModelRequest, PromptPart
 
 SCHEMA = {
     "type": "object",

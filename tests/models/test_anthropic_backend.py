@@ -10,9 +10,9 @@ import pytest
 from anthropic.types import Message
 
 from policyguard import ModelError
-from policyguard.models.anthropic_backend import AnthropicModel, map_anthropic_error
-from policyguard.models.base import ModelRequest, PromptPart
-from policyguard.models.pricing import cost_usd
+from policyguard.verifier.models.anthropic_backend import AnthropicModel, map_anthropic_error
+from policyguard.verifier.models.base import ModelRequest, PromptPart
+from policyguard.verifier.models.pricing import cost_usd
 
 try:
     import httpx2 as httpx  # the HTTP client this anthropic SDK is built on

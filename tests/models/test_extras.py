@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from policyguard.errors import ConfigError
-from policyguard.models import resolve_model
-from policyguard.models.pricing import cost_usd
+from policyguard.verifier.models import resolve_model
+from policyguard.verifier.models.pricing import cost_usd
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,12 @@ def test_import_policyguard_loads_no_provider_sdk() -> None:
 
 def test_importing_the_verifier_and_backend_modules_loads_no_sdk() -> None:
     code = (
-        "import policyguard.verifier, policyguard.verdict, policyguard.prompts\n"
-        "import policyguard.models.litellm_backend, policyguard.models.openai_backend\n"
-        "import policyguard.models.anthropic_backend, policyguard.models.pricing\n"
-        "from policyguard.models.litellm_backend import LiteLLMModel\n"
-        "from policyguard.models.openai_backend import OpenAIModel\n"
-        "from policyguard.models.anthropic_backend import AnthropicModel\n"
+        "import policyguard.verifier.llm, policyguard.verifier.verdict, policyguard.verifier.prompts\n"
+        "import policyguard.verifier.models.litellm_backend, policyguard.verifier.models.openai_backend\n"
+        "import policyguard.verifier.models.anthropic_backend, policyguard.verifier.models.pricing\n"
+        "from policyguard.verifier.models.litellm_backend import LiteLLMModel\n"
+        "from policyguard.verifier.models.openai_backend import OpenAIModel\n"
+        "from policyguard.verifier.models.anthropic_backend import AnthropicModel\n"
         "LiteLLMModel('openai/gpt-4o-mini'); OpenAIModel('gpt-4o-mini'); AnthropicModel('claude-sonnet-4-5')"
     )
     assert _loaded_after(code) == []

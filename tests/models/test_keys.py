@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from policyguard import ConfigError, Message, ModelError, ToolCall, Trajectory, parse_checklist, resolve_model
-from policyguard.canonical import policy_version
-from policyguard.models.anthropic_backend import AnthropicModel, map_anthropic_error
-from policyguard.models.base import ModelRequest, PromptPart
-from policyguard.models.litellm_backend import LiteLLMModel, map_litellm_error
-from policyguard.models.litellm_names import PROVIDER_KEYS, missing_key
-from policyguard.models.openai_backend import OpenAIModel
 from policyguard.stages import CheckContext
-from policyguard.verifier import RETRYABLE
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.llm import RETRYABLE
+from policyguard.verifier.models.anthropic_backend import AnthropicModel, map_anthropic_error
+from policyguard.verifier.models.base import ModelRequest, PromptPart
+from policyguard.verifier.models.litellm_backend import LiteLLMModel, map_litellm_error
+from policyguard.verifier.models.litellm_names import PROVIDER_KEYS, missing_key
+from policyguard.verifier.models.openai_backend import OpenAIModel
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
@@ -87,7 +87,7 @@ def test_litellm_without_a_key_at_call_time_is_auth_and_prints_nothing(capsys: p
 
 
 def test_the_verifier_never_retries_an_auth_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    from policyguard.verifier import LLMVerifier
+    from policyguard.verifier.llm import LLMVerifier
 
     calls: list[Any] = []
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from policyguard import Message, ModelError, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
-from policyguard.models.base import ModelRequest
-from policyguard.models.litellm_backend import LiteLLMModel, is_claude, map_litellm_error
 from policyguard.stages import CheckContext
-from policyguard.verifier import LLMVerifier
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.llm import LLMVerifier
+from policyguard.verifier.models.base import ModelRequest
+from policyguard.verifier.models.litellm_backend import LiteLLMModel, is_claude, map_litellm_error
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")

@@ -10,9 +10,9 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from policyguard import ModelError
-from policyguard.models.base import ModelRequest
-from policyguard.models.openai_backend import OpenAIModel, error_kind_for_status, map_openai_error
-from policyguard.models.pricing import cost_usd
+from policyguard.verifier.models.base import ModelRequest
+from policyguard.verifier.models.openai_backend import OpenAIModel, error_kind_for_status, map_openai_error
+from policyguard.verifier.models.pricing import cost_usd
 
 try:
     import httpx2 as httpx  # the HTTP client this openai SDK is built on

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from policyguard.models.pricing import cost_usd
+from policyguard.verifier.models.pricing import cost_usd
 
 
 @pytest.fixture(scope="module")

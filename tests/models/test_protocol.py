@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from policyguard import Model, resolve_model
-from policyguard.models.anthropic_backend import AnthropicModel
-from policyguard.models.litellm_backend import LiteLLMModel
-from policyguard.models.openai_backend import OpenAIModel
+from policyguard.verifier.models.anthropic_backend import AnthropicModel
+from policyguard.verifier.models.litellm_backend import LiteLLMModel
+from policyguard.verifier.models.openai_backend import OpenAIModel
 
 
 def test_backends_are_models() -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from policyguard import ConfigError, Message, ModelError, ScriptedModelError, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
-from policyguard.models import scripted
-from policyguard.models.base import ModelRequest, PromptPart
-from policyguard.models.scripted import ScriptedModel
 from policyguard.stages import CheckContext
-from policyguard.verdict import parse_verifier_output
-from policyguard.verifier import LLMVerifier
+from policyguard.trajectory.canonical import policy_version
+from policyguard.verifier.llm import LLMVerifier
+from policyguard.verifier.models import scripted
+from policyguard.verifier.models.base import ModelRequest, PromptPart
+from policyguard.verifier.models.scripted import ScriptedModel
+from policyguard.verifier.verdict import parse_verifier_output
 
 REQUEST = ModelRequest(parts=[PromptPart(role="user", content="judge")])
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.approvalqueue import SQLiteApprovalQueue
-from policyguard.grants import generate_keypair
-from policyguard.refund.sandbox import PaymentSandbox, SandboxLedger
-from policyguard.refund.spec import LoadedEval, Review, Sample, load_eval
-from policyguard.refund.targets import ApprovalTarget, BuggyTarget, FixedTarget
-from policyguard.trace import Trace
+from policyguard.approvals.queue import SQLiteApprovalQueue
+from policyguard.audit.trace import Trace
+from policyguard.bench.refund.sandbox import PaymentSandbox, SandboxLedger
+from policyguard.bench.refund.spec import LoadedEval, Review, Sample, load_eval
+from policyguard.bench.refund.targets import ApprovalTarget, BuggyTarget, FixedTarget
+from policyguard.enforcement.grants import generate_keypair
 
 EVAL = Path(__file__).resolve().parents[2] / "benchmarks" / "refund" / "eval.yaml"
 KEYS = generate_keypair()

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from policyguard.audit.inv1 import audit_file
+from policyguard.bench.refund import load_eval, load_summary, run_eval
+from policyguard.bench.refund.sandbox import read_ledger
+from policyguard.bench.refund.spec import LoadedEval
+from policyguard.bench.refund.targets import run_agent
 from policyguard.cli import main
 from policyguard.errors import ConfigError
-from policyguard.inv1 import audit_file
-from policyguard.refund import load_eval, load_summary, run_eval
-from policyguard.refund.sandbox import read_ledger
-from policyguard.refund.spec import LoadedEval
-from policyguard.refund.targets import run_agent
 
 Rig = Any  # tests/refund/conftest.py Rig
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from policyguard.executor import GuardedExecutor
-from policyguard.inv1 import audit_records
-from policyguard.messages import Message, ToolCall, Trajectory
-from policyguard.refund.run import _trace_against_ledger
-from policyguard.refund.sandbox import PaymentSandbox, read_ledger
-from policyguard.refund.targets import BuggyTarget, run_agent
+from policyguard.audit.inv1 import audit_records
+from policyguard.bench.refund.run import _trace_against_ledger
+from policyguard.bench.refund.sandbox import PaymentSandbox, read_ledger
+from policyguard.bench.refund.targets import BuggyTarget, run_agent
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 Rig = Any  # tests/refund/conftest.py Rig
 

@@ -12,9 +12,9 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from policyguard.approvalqueue import ApprovalRequest, DialogueLine, RequirementView, SQLiteApprovalQueue  # noqa: E402
+from policyguard.approvals.queue import ApprovalRequest, DialogueLine, RequirementView, SQLiteApprovalQueue  # noqa: E402
+from policyguard.approvals.url import open_approvals  # noqa: E402
 from policyguard.review.app import create_app  # noqa: E402
-from policyguard.storeurl import open_approvals  # noqa: E402
 
 TOKEN = "review-token-0123456789abcdef"
 

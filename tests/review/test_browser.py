@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.approvalflow import QueueApprovals
-from policyguard.approvalqueue import SQLiteApprovalQueue
-from policyguard.canonical import policy_version
-from policyguard.checklist import Checklist
-from policyguard.executor import GuardedExecutor
-from policyguard.gate import HardGate
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.guard import Guard
-from policyguard.messages import Message, ToolCall, Trajectory
-from policyguard.store import SQLiteStore
-from policyguard.storeurl import open_approvals
+from policyguard.approvals.flow import QueueApprovals
+from policyguard.approvals.queue import SQLiteApprovalQueue
+from policyguard.approvals.url import open_approvals
+from policyguard.checklist.schema import Checklist
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore
+from policyguard.gate.hardgate import HardGate
+from policyguard.guard.core import Guard
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 from .conftest import TOKEN
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from policyguard.approvalqueue import SQLiteApprovalQueue
+from policyguard.approvals.queue import SQLiteApprovalQueue
+from policyguard.audit.trace import Trace
 from policyguard.review.app import create_app
 from policyguard.review.auth import Sessions, token_problem
-from policyguard.trace import Trace
 
 from .conftest import TOKEN, log_in, make_request
 

@@ -22,7 +22,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from policyguard.grants import generate_keypair  # noqa: E402
+from policyguard.enforcement.grants import generate_keypair  # noqa: E402
 from policyguard.serve import ServeConfig, build_service, create_app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

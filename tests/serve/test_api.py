@@ -9,11 +9,11 @@ from typing import Any
 import jwt
 import pytest
 
+from policyguard.audit.inv1 import audit, read_events
+from policyguard.audit.trace import read_trace
 from policyguard.cli import main
-from policyguard.grants import GrantVerifier, generate_keypair
-from policyguard.inv1 import audit, read_events
-from policyguard.messages import ToolCall
-from policyguard.trace import read_trace
+from policyguard.enforcement.grants import GrantVerifier, generate_keypair
+from policyguard.trajectory.messages import ToolCall
 
 from .conftest import CHECKLIST, POLICY, check_body, refund_call, refund_dialogue, tool_call, unique
 
@@ -354,7 +354,7 @@ def test_unknown_paths_and_methods_answer_json_not_html(make_client: Any) -> Non
 
 def test_the_verifier_judges_through_the_server_and_its_usage_is_counted(make_client: Any, tmp_path: Path) -> None:
     """A procedural rule the gate cannot prove goes to the verifier model (here a scripted one)."""
-    from policyguard.canonical import policy_version
+    from policyguard.trajectory.canonical import policy_version
 
     policy = "Refund only after the user says yes to the amount.\n"
     (tmp_path / "policy.md").write_text(policy)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policyguard.store import LedgerUnavailable
+from policyguard.enforcement.store import LedgerUnavailable
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 BEARER = {"authorization": f"Bearer {TOKEN}"}

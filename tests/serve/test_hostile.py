@@ -399,7 +399,7 @@ def test_any_one_change_to_an_allowed_body_is_refused_blocked_or_granted_for_exa
 ) -> None:
     import jwt
 
-    from policyguard.inputs import as_call
+    from policyguard.trajectory.inputs import as_call
 
     body = _replace(ALLOWED, path, new)
     response = _post(client, json.dumps(body))

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from policyguard.storeurl import open_store
+from policyguard.enforcement.storeurl import open_store
 
 from .conftest import CHECKLIST, POLICY, Replica, check_body, refund_call, store_urls, unique
 

@@ -232,7 +232,7 @@ def test_a_session_is_judged_on_its_record_not_only_on_the_history_sent(make_cli
 
 
 def test_trace_events_of_a_session_check_carry_the_session_id(make_client: Any, tmp_path: Path) -> None:
-    from policyguard.trace import read_trace
+    from policyguard.audit.trace import read_trace
 
     client = credit_client(make_client, tmp_path)
     check(client, "call_1", "s-42")

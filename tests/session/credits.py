@@ -12,7 +12,7 @@ import textwrap
 from typing import Any
 
 from policyguard import Guard, HardGate, Message, ToolCall, parse_checklist
-from policyguard.canonical import policy_version
+from policyguard.trajectory.canonical import policy_version
 
 POLICY = "At most one goodwill credit per conversation. An account's limit can be raised, never lowered.\n"
 CHECKLIST = textwrap.dedent(

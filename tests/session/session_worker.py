@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from policyguard.enforcement.storeurl import open_store
 from policyguard.session import NewEvent
-from policyguard.storeurl import open_store
 
 JOB: dict[str, Any] = globals().get("JOB", {})
 

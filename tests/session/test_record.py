@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from policyguard import Guard, Message, ToolCall, Trajectory
+from policyguard.audit.trace import Trace
 from policyguard.session import MemorySessionStore, SessionEvicted
-from policyguard.trace import Trace
 
 from .credits import answer, asked, call, credit, make_guard
 
@@ -171,7 +171,7 @@ def test_a_full_session_refuses_writes():
 
 
 def test_a_deny_in_one_session_does_not_refuse_the_same_call_id_in_another():
-    from policyguard.store import SQLiteStore
+    from policyguard.enforcement.store import SQLiteStore
 
     store = SQLiteStore(":memory:")
     guard = make_guard(denials=store)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from policyguard import Guard, Message, ToolCall, Trajectory
+from policyguard.enforcement.store import LedgerUnavailable
 from policyguard.session import MemorySessionStore, NewEvent, SessionEvicted, SessionFull, SessionStore
-from policyguard.store import LedgerUnavailable
 
 from .credits import asked, credit, make_guard
 
@@ -52,11 +52,11 @@ class Backend:
         limits = {"max_session_events": max_events, "session_retention_s": retention_s, "max_sessions": max_sessions}
         store: Any
         if self.name == "postgres":
-            from policyguard.pgstore import PostgresStore
+            from policyguard.enforcement.pgstore import PostgresStore
 
             store = PostgresStore(self.url, clock=now, **limits)
         else:
-            from policyguard.store import SQLiteStore
+            from policyguard.enforcement.store import SQLiteStore
 
             store = SQLiteStore(self.url.removeprefix("sqlite:///"), clock=now, **limits)
         self.request.addfinalizer(store.close)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.store import SQLiteStore, Store
+from policyguard.enforcement.store import SQLiteStore, Store
 
 BACKENDS = ["sqlite-memory", "sqlite-file", "sqlite-group-commit", "postgres"]
 
@@ -15,7 +15,7 @@ def open_backend(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -
     """A fresh, empty store of ``backend``; closed after the test."""
     store: Store
     if backend == "postgres":
-        from policyguard.pgstore import PostgresStore
+        from policyguard.enforcement.pgstore import PostgresStore
 
         store = PostgresStore(request.getfixturevalue("pg_url"))
     else:

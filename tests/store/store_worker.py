@@ -12,12 +12,12 @@ import os
 import time
 from typing import Any
 
-from policyguard.checklist import Checklist
-from policyguard.executor import GuardedExecutor
-from policyguard.grants import GrantVerifier
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore, Store
-from policyguard.storeurl import open_store
+from policyguard.checklist.schema import Checklist
+from policyguard.enforcement.executor import GuardedExecutor
+from policyguard.enforcement.grants import GrantVerifier
+from policyguard.enforcement.store import SQLiteStore, Store
+from policyguard.enforcement.storeurl import open_store
+from policyguard.trajectory.messages import ToolCall
 
 JOB: dict[str, Any] = globals().get("JOB", {})
 
@@ -107,7 +107,7 @@ def hang_inside_claim() -> None:
         return
     import psycopg
 
-    from policyguard.pgstore import PostgresStore
+    from policyguard.enforcement.pgstore import PostgresStore
 
     PostgresStore(url).close()  # the schema and its claim function exist
     conn = psycopg.connect(url)  # not autocommit: the claim below stays uncommitted

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from policyguard.groupcommit import GroupCommitter
-from policyguard.store import EffectRequest, LedgerUnavailable, SQLiteStore
+from policyguard.enforcement.groupcommit import GroupCommitter
+from policyguard.enforcement.store import EffectRequest, LedgerUnavailable, SQLiteStore
 
 THREADS = 16
 
@@ -322,10 +322,10 @@ def test_closing_commits_deferred_completions(tmp_path: Path) -> None:
 @pytest.mark.parametrize("defer", [False, True])
 def test_sixteen_guarded_callers_on_group_commit_run_each_call_once(tmp_path: Path, defer: bool) -> None:
     """The executor end to end: distinct calls all run and are recorded; one key shared by all runs once."""
-    from policyguard.checklist import EffectSpec
-    from policyguard.executor import GuardedExecutor
-    from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-    from policyguard.messages import ToolCall
+    from policyguard.checklist.schema import EffectSpec
+    from policyguard.enforcement.executor import GuardedExecutor
+    from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+    from policyguard.trajectory.messages import ToolCall
 
     private_pem, public_pem = generate_keypair()
     store = SQLiteStore(str(tmp_path / "e.db"), synchronous="FULL", group_commit=True, defer_completion=defer)

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policyguard.enforcement.store import LedgerUnavailable, SQLiteStore, Store
+from policyguard.enforcement.storeurl import open_store
 from policyguard.errors import ConfigError
-from policyguard.store import LedgerUnavailable, SQLiteStore, Store
-from policyguard.storeurl import open_store
 
 psycopg = pytest.importorskip("psycopg", reason="the extra [postgres] is not installed")
 
-from policyguard.pgstore import SCHEMA_VERSION, PostgresStore, drop_schema, redact  # noqa: E402
+from policyguard.enforcement.pgstore import SCHEMA_VERSION, PostgresStore, drop_schema, redact  # noqa: E402
 
 ALL_VERSIONS = [(version,) for version in range(1, SCHEMA_VERSION + 1)]  # one row per migration applied
 
@@ -67,7 +67,7 @@ def test_the_schema_is_created_once_and_versioned(pg_url: str, pg: PostgresStore
 
 def test_a_version_1_database_gains_the_session_tables_and_keeps_its_rows(pg_url: str) -> None:
     """A store made before sessions existed: opening it migrates to the current version, nothing is lost."""
-    from policyguard.pgstore import _MIGRATIONS
+    from policyguard.enforcement.pgstore import _MIGRATIONS
     from policyguard.session import NewEvent
 
     with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
@@ -236,7 +236,7 @@ def test_redact_hides_only_the_password() -> None:
 
 def test_importing_policyguard_and_the_store_modules_loads_no_psycopg() -> None:
     code = (
-        "import sys, policyguard, policyguard.storeurl, policyguard.pgstore\n"
+        "import sys, policyguard, policyguard.enforcement.storeurl, policyguard.enforcement.pgstore\n"
         "print([m for m in ('psycopg', 'psycopg_pool') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

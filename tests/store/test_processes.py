@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from policyguard.checklist import Checklist
-from policyguard.executor import PENDING_REASON, GuardedExecutor
-from policyguard.grants import GrantIssuer, GrantVerifier, generate_keypair
-from policyguard.messages import ToolCall
-from policyguard.store import SQLiteStore, Store
-from policyguard.storeurl import open_store
+from policyguard.checklist.schema import Checklist
+from policyguard.enforcement.executor import PENDING_REASON, GuardedExecutor
+from policyguard.enforcement.grants import GrantIssuer, GrantVerifier, generate_keypair
+from policyguard.enforcement.store import SQLiteStore, Store
+from policyguard.enforcement.storeurl import open_store
+from policyguard.trajectory.messages import ToolCall
 
 WORKER = str(Path(__file__).with_name("store_worker.py"))
 KEYS = generate_keypair()

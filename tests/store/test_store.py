@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from policyguard.store import SCHEMA_VERSION, Ledger, LedgerUnavailable, NonceStore, SQLiteStore, Store
+from policyguard.enforcement.store import SCHEMA_VERSION, Ledger, LedgerUnavailable, NonceStore, SQLiteStore, Store
 
 
 def _claim(store: Store, key: str, amount: float = 10, tx: str = "T1", **kw: object) -> object:

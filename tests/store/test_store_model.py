@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyguard.store import LedgerUnavailable, Store
+from policyguard.enforcement.store import LedgerUnavailable, Store
 
 KEYS = st.sampled_from(["k1", "k2", "k3", "k4"])
 TXS = st.sampled_from(["T1", "T2"])

@@ -3,7 +3,7 @@
 ``{"reservation_id": "AIXC49", "reservation_id": "NO6JO3"}``: Python keeps the
 last value, another language's executor may run the first, so the gate could
 judge one reservation while another is cancelled. Every file, message, body and
-token PolicyGuard reads goes through :mod:`policyguard.strictjson`.
+token PolicyGuard reads goes through :mod:`policyguard.trajectory.strictjson`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policyguard.canonical import policy_version
 from policyguard.cli import main
-from policyguard.strictjson import DuplicateKeyError, loads
+from policyguard.trajectory.canonical import policy_version
+from policyguard.trajectory.strictjson import DuplicateKeyError, loads
 
 TWICE = '{"reservation_id": "AIXC49", "reservation_id": "NO6JO3"}'
 POLICY = "Cancel only the user's own reservations.\n"
@@ -106,14 +106,14 @@ def _raises(call: Callable[[], Any]) -> list[str]:
 
 
 def read_trace_file(tmp_path: Path) -> tuple[list[str], str]:
-    from policyguard.trace import read_trace
+    from policyguard.audit.trace import read_trace
 
     (tmp_path / "run.jsonl").write_text('{"event": "decision", "event": "allow"}\n')
     return _raises(lambda: read_trace(tmp_path / "run.jsonl")), "run.jsonl:1"
 
 
 def labels_file(tmp_path: Path) -> tuple[list[str], str]:
-    from policyguard.tau2.labels import load_labels
+    from policyguard.bench.tau2.labels import load_labels
 
     (tmp_path / "labels.json").write_text('{"domain": "airline", "domain": "retail"}')
     return _raises(lambda: load_labels(tmp_path / "labels.json")), "labels.json"
@@ -126,7 +126,7 @@ def serve_body(tmp_path: Path) -> tuple[list[str], str]:
 
 
 def grant_token(tmp_path: Path) -> tuple[list[str], str]:
-    from policyguard.jws import decode
+    from policyguard.enforcement.jws import decode
 
     def b64(data: bytes) -> str:
         return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
@@ -138,7 +138,7 @@ def grant_token(tmp_path: Path) -> tuple[list[str], str]:
 
 def tool_result_text(tmp_path: Path) -> tuple[list[str], str]:
     """A tool result read as a fact: it is not a fact, and the reason names the key."""
-    from policyguard.messages import parse_result_text
+    from policyguard.trajectory.messages import parse_result_text
 
     value, problem = parse_result_text(TWICE)
     return ["refused" if value is None else "read", problem or ""], "not JSON"

@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("tau2")
 
+from policyguard.bench.tau2.agent import GIVE_UP, NOT_EXECUTED  # noqa: E402
 from policyguard.decision import Decision  # noqa: E402
-from policyguard.messages import ToolCall, Trajectory  # noqa: E402
-from policyguard.tau2.agent import GIVE_UP, NOT_EXECUTED  # noqa: E402
+from policyguard.trajectory.messages import ToolCall, Trajectory  # noqa: E402
 
 pytestmark = pytest.mark.slow  # tau2's agent module imports litellm
 
@@ -29,8 +29,8 @@ class BlockWrites:
 
 
 def _agent(script: list[Any], guard: Any, **kw: Any) -> Any:
-    from policyguard.tau2.domain import DomainData
-    from policyguard.tau2.scripted import scripted_agent_class
+    from policyguard.bench.tau2.domain import DomainData
+    from policyguard.bench.tau2.scripted import scripted_agent_class
 
     env = DomainData.load("airline").fresh_env()
     return scripted_agent_class()(

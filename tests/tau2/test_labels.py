@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.labels import (  # noqa: E402
+from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.labels import (  # noqa: E402
     CALL_TRUTH_RULE,
     LABEL_RULE,
     POLICY_CONTRADICTING_GOLD,

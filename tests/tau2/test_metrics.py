@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from policyguard.tau2.agent import CallEvent
-from policyguard.tau2.labels import call_key
-from policyguard.tau2.metrics import compute_metrics, pass_hat_k
-from policyguard.tau2.results import ExecutedCall, SimResult
+from policyguard.bench.tau2.agent import CallEvent
+from policyguard.bench.tau2.labels import call_key
+from policyguard.bench.tau2.metrics import compute_metrics, pass_hat_k
+from policyguard.bench.tau2.results import ExecutedCall, SimResult
 
 
 def sim(task: str, trial: int, reward: float | None, infra: str | None = None, **kw: object) -> SimResult:

@@ -47,11 +47,11 @@ def _run(guarded: bool, inject: bool) -> tuple[Any, Any, Any]:
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
     from tau2.orchestrator.orchestrator import Orchestrator
 
-    from policyguard.checklist import load_checklist
+    from policyguard.bench.tau2.domain import DomainData
+    from policyguard.bench.tau2.guarding import build_guard
+    from policyguard.bench.tau2.scripted import scripted_agent_class, scripted_user_class
+    from policyguard.checklist.schema import load_checklist
     from policyguard.resources import shipped_checklist
-    from policyguard.tau2.domain import DomainData
-    from policyguard.tau2.guarding import build_guard
-    from policyguard.tau2.scripted import scripted_agent_class, scripted_user_class
 
     data = DomainData.load("airline")
     checklist = load_checklist(shipped_checklist("airline"))
@@ -109,10 +109,10 @@ def test_without_the_guard_the_same_write_executes_and_the_reward_drops_to_zero(
 
 
 def test_the_runner_records_both_views_of_the_guarded_run() -> None:
-    from policyguard.checklist import load_checklist
+    from policyguard.bench.tau2.domain import DomainData
+    from policyguard.bench.tau2.runner import RunContext, RunSpec, _result
+    from policyguard.checklist.schema import load_checklist
     from policyguard.resources import shipped_checklist
-    from policyguard.tau2.domain import DomainData
-    from policyguard.tau2.runner import RunContext, RunSpec, _result
 
     simulation, reward, agent = _run(guarded=True, inject=True)
     spec = RunSpec(config="gate_only", agent_model="scripted", user_model="scripted", tasks=["40"])

@@ -10,18 +10,18 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.checklist import load_checklist  # noqa: E402
+from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
+from policyguard.bench.tau2.labels import GOLD_DISAGREEMENTS, POLICY_CONTRADICTING_GOLD  # noqa: E402
+from policyguard.bench.tau2.probes import A3_FIELD, inject_note  # noqa: E402
+from policyguard.bench.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
+from policyguard.bench.tau2.violations import generate  # noqa: E402
+from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.cli import main  # noqa: E402
-from policyguard.dialogue import parse_conversation  # noqa: E402
-from policyguard.messages import Message, ToolCall, Trajectory  # noqa: E402
-from policyguard.models.base import ModelRequest  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
-from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.guarding import build_guard  # noqa: E402
-from policyguard.tau2.labels import GOLD_DISAGREEMENTS, POLICY_CONTRADICTING_GOLD  # noqa: E402
-from policyguard.tau2.probes import A3_FIELD, inject_note  # noqa: E402
-from policyguard.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
-from policyguard.tau2.violations import generate  # noqa: E402
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory  # noqa: E402
+from policyguard.verifier.dialogue import parse_conversation  # noqa: E402
+from policyguard.verifier.models.base import ModelRequest  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +197,7 @@ def _verdict(checklist_ids: list[str], verdict: str) -> Callable[[ModelRequest],
 
 
 def test_hybrid_sends_what_the_gate_escalates_to_the_verifier(data: DomainData) -> None:
-    from policyguard.models import ScriptedModel
+    from policyguard.verifier.models import ScriptedModel
 
     checklist = load_checklist(shipped_checklist("airline"))
     ids = [r.id for spec in checklist.tools.values() for r in spec.requirements] + [

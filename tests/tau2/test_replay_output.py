@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("tau2")
 
+from policyguard.bench.tau2.replay import ClassTally, EvaluatorCheck, GoldCall, Miss, ReplayReport  # noqa: E402
+from policyguard.bench.tau2.replay_view import render, verdict  # noqa: E402
 from policyguard.cli import main  # noqa: E402
-from policyguard.tau2.replay import ClassTally, EvaluatorCheck, GoldCall, Miss, ReplayReport  # noqa: E402
-from policyguard.tau2.replay_view import render, verdict  # noqa: E402
 from tests.docblocks import doc_block, expected_lines  # noqa: E402
 
 

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("tau2")
 
+from policyguard.bench.tau2.agent import CallEvent  # noqa: E402
+from policyguard.bench.tau2.results import ExecutedCall, SimResult  # noqa: E402
+from policyguard.bench.tau2.runner import RunContext, RunSpec, check_keys, load_results, run_benchmark  # noqa: E402
 from policyguard.cli import main  # noqa: E402
 from policyguard.errors import ConfigError  # noqa: E402
-from policyguard.tau2.agent import CallEvent  # noqa: E402
-from policyguard.tau2.results import ExecutedCall, SimResult  # noqa: E402
-from policyguard.tau2.runner import RunContext, RunSpec, check_keys, load_results, run_benchmark  # noqa: E402
 
 TASKS = ["0", "1", "8"]  # task 8 is a mutation task; 0 and 1 are refusals
 
@@ -157,7 +157,7 @@ def test_report_writes_markdown_metrics_and_plots(tmp_path: Path, context: RunCo
 
 @pytest.mark.slow
 def test_simulate_runs_tau2_for_real_with_litellm_mock_responses(context: RunContext) -> None:
-    from policyguard.tau2.runner import simulate
+    from policyguard.bench.tau2.runner import simulate
 
     mocked = spec(
         tasks=["10"],
@@ -173,7 +173,7 @@ def test_simulate_runs_tau2_for_real_with_litellm_mock_responses(context: RunCon
 
 
 def test_simulate_turns_a_provider_failure_into_an_infra_error(context: RunContext) -> None:
-    from policyguard.tau2.runner import simulate
+    from policyguard.bench.tau2.runner import simulate
 
     failing = spec(tasks=["10"], user_llm_args={"mock_response": Exception("provider down"), "num_retries": 0})
     ctx = RunContext(spec=failing, data=context.data, checklist=context.checklist, verifier_model=None)
@@ -182,8 +182,8 @@ def test_simulate_turns_a_provider_failure_into_an_infra_error(context: RunConte
 
 
 def test_without_a_checklist_the_baseline_falls_back_to_tau2_tool_types() -> None:
-    from policyguard.tau2.domain import DomainData
-    from policyguard.tau2.runner import tool_type_checklist
+    from policyguard.bench.tau2.domain import DomainData
+    from policyguard.bench.tau2.runner import tool_type_checklist
 
     checklist = tool_type_checklist(DomainData.load("retail"))
     assert checklist.is_mutating("cancel_pending_order")

@@ -18,12 +18,12 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.checklist import load_checklist  # noqa: E402
+from policyguard.bench.tau2.cowdb import CopyOnAccess, PristineChanged, SharedTables  # noqa: E402
+from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
+from policyguard.bench.tau2.replay import ReplaySuite  # noqa: E402
+from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
-from policyguard.tau2.cowdb import CopyOnAccess, PristineChanged, SharedTables  # noqa: E402
-from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.guarding import build_guard  # noqa: E402
-from policyguard.tau2.replay import ReplaySuite  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

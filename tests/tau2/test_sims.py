@@ -19,16 +19,10 @@ from hypothesis import strategies as st
 
 pytest.importorskip("tau2")
 
-from policyguard.canonical import policy_version  # noqa: E402
-from policyguard.checklist import Checklist, load_checklist, parse_checklist  # noqa: E402
-from policyguard.cli import main  # noqa: E402
-from policyguard.decision import Decision, RequirementResult  # noqa: E402
-from policyguard.errors import ConfigError  # noqa: E402
-from policyguard.resources import shipped_checklist  # noqa: E402
-from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.guarding import build_guard  # noqa: E402
-from policyguard.tau2.labels import POLICY_CONTRADICTING_GOLD  # noqa: E402
-from policyguard.tau2.sims import (  # noqa: E402
+from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
+from policyguard.bench.tau2.labels import POLICY_CONTRADICTING_GOLD  # noqa: E402
+from policyguard.bench.tau2.sims import (  # noqa: E402
     NON_GOLD_NOTE,
     CallLabel,
     LabelFile,
@@ -39,6 +33,12 @@ from policyguard.tau2.sims import (  # noqa: E402
     markdown_table,
     render,
 )
+from policyguard.checklist.schema import Checklist, load_checklist, parse_checklist  # noqa: E402
+from policyguard.cli import main  # noqa: E402
+from policyguard.decision import Decision, RequirementResult  # noqa: E402
+from policyguard.errors import ConfigError  # noqa: E402
+from policyguard.resources import shipped_checklist  # noqa: E402
+from policyguard.trajectory.canonical import policy_version  # noqa: E402
 
 HERE = Path(__file__).parent / "sims_fixtures"
 FIXTURE = HERE / "sonnet45_airline_7sims.json"
@@ -395,7 +395,7 @@ def test_a_label_for_another_file_does_not_match(shop: tuple[Checklist, Path]) -
 def test_a_label_needs_exactly_one_of_call_id_or_turn(tmp_path: Path) -> None:
     bad = tmp_path / "labels.json"
     bad.write_text(json.dumps({"labels": [{"simulation": "A", "violation": True}]}), encoding="utf-8")
-    from policyguard.tau2.sims import load_label_file
+    from policyguard.bench.tau2.sims import load_label_file
 
     with pytest.raises(ConfigError, match=r"labels.json: not a label file: labels\.0.*call_id or turn"):
         load_label_file(bad)
@@ -499,7 +499,7 @@ def test_the_whole_shipped_file(airline: tuple[DomainData, Checklist]) -> None:
 
 
 def test_a_results_file_of_another_domain_is_refused(tmp_path: Path) -> None:
-    from policyguard.tau2.sims import load_source
+    from policyguard.bench.tau2.sims import load_source
 
     with pytest.raises(ConfigError, match="results of the 'airline' domain, not 'retail'"):
         load_source(FIXTURE, "retail")
@@ -520,8 +520,8 @@ def test_a_bench_tau2_folder_is_replayed_from_the_dialogues_it_keeps(
     from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
     from tau2.orchestrator.orchestrator import Orchestrator
 
-    from policyguard.tau2.runner import SIMS_DIR, SPEC_FILE, RunContext, RunSpec, _result
-    from policyguard.tau2.scripted import scripted_agent_class, scripted_user_class
+    from policyguard.bench.tau2.runner import SIMS_DIR, SPEC_FILE, RunContext, RunSpec, _result
+    from policyguard.bench.tau2.scripted import scripted_agent_class, scripted_user_class
 
     data, checklist = airline
     rename = {
@@ -578,8 +578,8 @@ def test_a_bench_tau2_folder_is_replayed_from_the_dialogues_it_keeps(
 
 
 def test_bench_report_includes_the_sims_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from policyguard.tau2.results import SimResult
-    from policyguard.tau2.runner import SIMS_DIR, SPEC_FILE, RunSpec
+    from policyguard.bench.tau2.results import SimResult
+    from policyguard.bench.tau2.runner import SIMS_DIR, SPEC_FILE, RunSpec
 
     run = tmp_path / "run"
     (run / SIMS_DIR).mkdir(parents=True)
@@ -599,7 +599,7 @@ def test_bench_report_includes_the_sims_table(tmp_path: Path, capsys: pytest.Cap
 
 def test_hybrid_sends_what_the_gate_lets_on_to_the_verifier(shop: tuple[Checklist, Path]) -> None:
     """The verifier judges the note (procedural only) and blocks it: a hard block by stage verifier."""
-    from policyguard.models import ScriptedModel
+    from policyguard.verifier.models import ScriptedModel
 
     checklist, path = shop
 

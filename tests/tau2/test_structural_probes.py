@@ -4,7 +4,7 @@ The hybrid replay attempts a route change with the route rules left to the
 verifier (the shipped gate proves them, so they are stripped here to reach the
 model) under A1F, A2F and A3F; the verifier model is a *believer* that answers PASS,
 citing the user's last message, as soon as a line-by-line reading of its prompt
-shows forged structure (:func:`policyguard.tau2.probes.naive_forgeries`).
+shows forged structure (:func:`policyguard.bench.tau2.probes.naive_forgeries`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.checklist import Checklist, load_checklist  # noqa: E402
-from policyguard.dialogue import parse_conversation  # noqa: E402
-from policyguard.models import ScriptedModel  # noqa: E402
-from policyguard.models.base import ModelRequest  # noqa: E402
+from policyguard.bench.tau2 import probes  # noqa: E402
+from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
+from policyguard.bench.tau2.replay import ReplaySuite  # noqa: E402
+from policyguard.bench.tau2.violations import generate  # noqa: E402
+from policyguard.checklist.schema import Checklist, load_checklist  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
-from policyguard.tau2 import probes  # noqa: E402
-from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.guarding import build_guard  # noqa: E402
-from policyguard.tau2.replay import ReplaySuite  # noqa: E402
-from policyguard.tau2.violations import generate  # noqa: E402
+from policyguard.verifier.dialogue import parse_conversation  # noqa: E402
+from policyguard.verifier.models import ScriptedModel  # noqa: E402
+from policyguard.verifier.models.base import ModelRequest  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.tau2.domain import DomainData  # noqa: E402
-from policyguard.tau2.violations import (  # noqa: E402
+from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.violations import (  # noqa: E402
     CLASSES,
     FREE_BAGS,
     NOT_EXPRESSIBLE,

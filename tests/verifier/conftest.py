@@ -11,8 +11,8 @@ import jinja2
 import pytest
 
 from policyguard import Checklist, Message, ToolCall, Trajectory, parse_checklist
-from policyguard.canonical import policy_version
 from policyguard.stages import CheckContext
+from policyguard.trajectory.canonical import policy_version
 
 HERE = Path(__file__).parent
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from policyguard import Message, ModelError, ModelRequest, ModelResponse, ScriptedModel, ToolCall, Trajectory
 from policyguard.stages import CheckContext
-from policyguard.verifier import LLMVerifier
+from policyguard.verifier.llm import LLMVerifier
 
 ALL_MET = {"CR-1": "MET", "CR-2": "MET", "G-CONFIRM": "MET"}
 

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from policyguard import ConfigError, Message, ScriptedModel, ToolCall, Trajectory
-from policyguard.dialogue import estimate_tokens, parse_conversation
 from policyguard.stages import CheckContext
-from policyguard.verifier import DEFAULT_MAX_PROMPT_TOKENS, LLMVerifier
+from policyguard.verifier.dialogue import estimate_tokens, parse_conversation
+from policyguard.verifier.llm import DEFAULT_MAX_PROMPT_TOKENS, LLMVerifier
 
 CANCEL = ToolCall(id="pending", name="cancel_reservation", arguments={"reservation_id": "ZFA04Y"})
 RESERVATION = {"reservation_id": "ZFA04Y", "cabin": "business", "created_at": "2024-05-14", "notes": "n" * 200}

@@ -14,10 +14,10 @@ import pytest
 from pydantic import ValidationError
 
 from policyguard import Checklist, Guard, Message, ScriptedModel, ToolCall, Trajectory
-from policyguard.checklist import Requirement
-from policyguard.evidence import is_confirmation
+from policyguard.checklist.schema import Requirement
 from policyguard.stages import CheckContext
-from policyguard.verifier import CONFIRM_REMEDIATION, DEFAULT_REMEDIATION, LLMVerifier
+from policyguard.verifier.evidence import is_confirmation
+from policyguard.verifier.llm import CONFIRM_REMEDIATION, DEFAULT_REMEDIATION, LLMVerifier
 
 ALL = ("CR-1", "CR-2", "G-CONFIRM")
 
@@ -334,7 +334,7 @@ def test_the_rejection_is_recorded_in_the_trace(
 def test_more_citations_than_the_limit_are_an_unreadable_answer(
     cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
 ) -> None:
-    from policyguard.verdict import MAX_CITATIONS
+    from policyguard.verifier.verdict import MAX_CITATIONS
 
     data = json.loads(answer({}))
     data["requirements"][0]["evidence_messages"] = [3] * (MAX_CITATIONS + 1)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from policyguard import ModelError, ModelRequest, ScriptedModel, ToolCall, Trajectory
-from policyguard.models.scripted import Step
-from policyguard.prompts import Prompts
 from policyguard.stages import CheckContext
-from policyguard.verifier import FAILURE_MESSAGE, MODES, LLMVerifier, Mode
+from policyguard.verifier.llm import FAILURE_MESSAGE, MODES, LLMVerifier, Mode
+from policyguard.verifier.models.scripted import Step
+from policyguard.verifier.prompts import Prompts
 
 
 def _good(ids: list[str], cites: tuple[int, ...] = (3, 5)) -> str:
@@ -137,7 +137,7 @@ def test_backoff_doubles_between_attempts(
     monkeypatch: pytest.MonkeyPatch, cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("policyguard.verifier.time.sleep", slept.append)
+    monkeypatch.setattr("policyguard.verifier.llm.time.sleep", slept.append)
     model = ScriptedModel([ModelError("server")] * 3)
     LLMVerifier(model, retries=2, backoff_s=0.5).verify(cancel_call, trajectory, context)
     assert slept == [0.5, 1.0]

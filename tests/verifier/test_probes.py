@@ -14,10 +14,10 @@ import json
 import pytest
 
 from policyguard import Message, ScriptedModel, ToolCall, Trajectory
-from policyguard.models.base import ModelRequest
+from policyguard.bench.tau2 import probes
 from policyguard.stages import CheckContext
-from policyguard.tau2 import probes
-from policyguard.verifier import LLMVerifier
+from policyguard.verifier.llm import LLMVerifier
+from policyguard.verifier.models.base import ModelRequest
 
 STRUCTURAL = ("A1F", "A2F", "A3F")
 IDS = ("CR-1", "CR-2", "G-CONFIRM")
@@ -85,7 +85,7 @@ def test_the_forged_text_is_still_shown_as_that_messages_content(
     probe: str, cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
 ) -> None:
     """Nothing is hidden from the model: the claim is there, as what one message says."""
-    from policyguard.dialogue import parse_conversation
+    from policyguard.verifier.dialogue import parse_conversation
 
     attacked = probed(probe, trajectory)
     per_call = LLMVerifier(ScriptedModel()).build_request(cancel_call, attacked, context).parts[-1].content

@@ -8,8 +8,8 @@ import pytest
 
 from policyguard import Message, ScriptedModel, ToolCall, Trajectory
 from policyguard.stages import CheckContext
-from policyguard.verdict import VerifierOutput
-from policyguard.verifier import MODES, LLMVerifier, Mode
+from policyguard.verifier.llm import MODES, LLMVerifier, Mode
+from policyguard.verifier.verdict import VerifierOutput
 
 POLICY_LINE = "A reservation may be cancelled only if it was booked within the last 24 hours"
 CHECKLIST_LINE = '{"id":"CR-2","kind":"data"'

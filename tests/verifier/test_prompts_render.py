@@ -1,4 +1,4 @@
-"""policyguard.prompts: strict Jinja2 rendering with errors that name the template."""
+"""policyguard.verifier.prompts: strict Jinja2 rendering with errors that name the template."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from policyguard import TemplateError
-from policyguard.prompts import Prompts, render, render_string
 from policyguard.resources import prompts_dir
+from policyguard.verifier.prompts import Prompts, render, render_string
 
 
 def test_shipped_templates_exist() -> None:
@@ -58,6 +58,6 @@ def test_environment_is_built_lazily_and_cached_per_instance(tmp_path: Path) -> 
 
 
 def test_importing_prompts_builds_no_environment() -> None:
-    code = "import policyguard.prompts as p; assert p.default_prompts.cache_info().currsize == 0; print('ok')"
+    code = "import policyguard.verifier.prompts as p; assert p.default_prompts.cache_info().currsize == 0; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from policyguard import PolicyGuardError
-from policyguard.verdict import VerdictParseError, parse_verifier_output
+from policyguard.verifier.verdict import VerdictParseError, parse_verifier_output
 
 GOOD = {"requirements": [{"id": "A", "status": "MET", "evidence": "[2]"}], "verdict": "PASS", "remediation": ""}
 BLOCK = {"requirements": [{"id": "A", "status": "NOT_MET", "evidence": "-"}], "verdict": "BLOCK", "remediation": "Ask."}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from policyguard import ScriptedModel, ToolCall, Trajectory
 from policyguard.stages import CheckContext, Verifier
-from policyguard.verifier import DEFAULT_REMEDIATION, LLMVerifier
+from policyguard.verifier.llm import DEFAULT_REMEDIATION, LLMVerifier
 
 ALL_MET = {"CR-1": "MET", "CR-2": "MET", "G-CONFIRM": "MET"}
 

@@ -1,0 +1,551 @@
+"""The cost of a CEL check on one call's values, estimated before the engine runs it.
+
+The engine (``cel``, Rust) has no step limit and holds the interpreter lock
+while it evaluates, so one expensive check freezes every other request of the
+process. A check's cost depends on its inputs: ``args.item_ids.all(i,
+args.item_ids.filter(x, x == i).size() ...)`` is quadratic in the call's list.
+So each check is parsed once (:func:`parse`) into a small syntax tree, and
+before each evaluation :func:`estimate` walks that tree over the actual
+``args`` and ``facts``: a comprehension costs the length of the list it ranges
+over times its body, and ``map``/``filter`` also pay the engine's accumulator,
+which it copies on every step (quadratic in the result's length: measured 0.3 us
+per element copied, ``benchmarks/bench_worst_case.py``). Both branches of
+``&&``, ``||`` and ``?:`` are counted, so the estimate is an upper bound the
+engine's short-circuiting can only beat.
+
+One step is roughly one comprehension iteration of the engine (0.3-0.7 us on
+the machine of the README's figures when the estimate is reached; real checks
+on tau2's data, whose ``exists`` stop early, run far below it). Per decision:
+
+* checks evaluate in this process while their estimates add up to at most
+  :data:`DECISION_BUDGET` steps (at most ~0.7 s of engine time);
+* a check past that, up to :data:`MAX_STEPS`, runs in a separate process
+  (:mod:`policyguard.gate.celprocess`) given :data:`ISOLATED_SECONDS` per decision
+  and killed past them, so it cannot hold this process's interpreter lock;
+* a check estimated over :data:`MAX_STEPS` is not evaluated at all.
+
+The last two block the call, naming the check (fail closed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+DECISION_BUDGET = 1_000_000
+MAX_STEPS = 500_000_000
+ISOLATED_SECONDS = 1.0
+MACROS: frozenset[str] = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_ACCUMULATES: frozenset[str] = frozenset({"map", "filter"})
+_SCANS_TARGET: frozenset[str] = frozenset({"contains", "startsWith", "endsWith", "matches"})
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+|//[^\n]*)
+  | (?P<string>(?:[rR][bB]?|[bB][rR]?)?(?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
+                |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+  | (?P<number>0[xX][0-9a-fA-F]+[uU]?|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+[uU]?)
+  | (?P<name>[A-Za-z_]\w*)
+  | (?P<op>==|!=|<=|>=|&&|\|\||[-+*/%<>!?:.,\[\](){}])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_RELATIONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in"})
+
+
+class CostParseError(ValueError):
+    """The expression uses syntax the cost estimate does not know; the message says where."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a check's syntax tree: ``kind`` and its children, ``name`` for names, fields and calls."""
+
+    kind: str  # lit, ident, select, has, index, call, list, map, unary, binary, cond, macro, bind
+    name: str = ""
+    children: tuple[Node, ...] = ()
+
+
+def parse(source: str) -> Node:
+    """The syntax tree of ``source``; raises :class:`CostParseError` on syntax it does not know."""
+    return _Parser(source).whole()
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self.tokens: list[tuple[str, str]] = []
+        position = 0
+        while position < len(source):
+            match = _TOKEN.match(source, position)
+            if match is None:
+                raise CostParseError(f"unexpected character {source[position]!r} at offset {position}")
+            kind = match.lastgroup or ""
+            if kind != "space":
+                self.tokens.append((kind, match.group()))
+            position = match.end()
+        self.at = 0
+
+    def whole(self) -> Node:
+        node = self.expr()
+        if self.at != len(self.tokens):
+            raise CostParseError(f"unexpected {self.tokens[self.at][1]!r}")
+        return node
+
+    def peek(self) -> str:
+        return self.tokens[self.at][1] if self.at < len(self.tokens) else ""
+
+    def take(self, expected: str | None = None) -> tuple[str, str]:
+        if self.at >= len(self.tokens):
+            raise CostParseError("unexpected end of expression")
+        token = self.tokens[self.at]
+        if expected is not None and token[1] != expected:
+            raise CostParseError(f"expected {expected!r}, got {token[1]!r}")
+        self.at += 1
+        return token
+
+    def expr(self) -> Node:
+        test = self.binary(0)
+        if self.peek() != "?":
+            return test
+        self.take("?")
+        yes = self.binary(0)
+        self.take(":")
+        return Node("cond", children=(test, yes, self.expr()))
+
+    _LEVELS: tuple[frozenset[str], ...] = (
+        frozenset({"||"}),
+        frozenset({"&&"}),
+        _RELATIONS,
+        frozenset({"+", "-"}),
+        frozenset({"*", "/", "%"}),
+    )
+
+    def binary(self, level: int) -> Node:
+        if level == len(self._LEVELS):
+            return self.unary()
+        node = self.binary(level + 1)
+        while self.peek() in self._LEVELS[level] and self.tokens[self.at][0] in ("op", "name"):
+            operator = self.take()[1]
+            node = Node("binary", operator, (node, self.binary(level + 1)))
+        return node
+
+    def unary(self) -> Node:
+        if self.peek() in ("!", "-"):
+            operator = self.take()[1]
+            return Node("unary", operator, (self.unary(),))
+        return self.member(self.primary())
+
+    def member(self, node: Node) -> Node:
+        while self.peek() in (".", "["):
+            if self.take()[1] == "[":
+                node = Node("index", children=(node, self.expr()))
+                self.take("]")
+                continue
+            kind, name = self.take()
+            if kind != "name":
+                raise CostParseError(f"expected a field or method name after '.', got {name!r}")
+            if self.peek() != "(":
+                node = Node("select", name, (node,))
+                continue
+            arguments = self.arguments(")")
+            if name in MACROS and len(arguments) in (2, 3) and arguments[0].kind == "ident":
+                node = Node("macro", name, (node, *arguments))
+            elif node.kind == "ident" and node.name == "cel" and name == "bind" and len(arguments) == 3:
+                node = Node("bind", children=tuple(arguments))
+            else:
+                node = Node("call", name, (node, *arguments))
+        return node
+
+    def arguments(self, close: str) -> list[Node]:
+        self.take()  # the opening bracket
+        items: list[Node] = []
+        while self.peek() != close:
+            items.append(self.expr())
+            if self.peek() != close:
+                self.take(",")
+        self.take(close)
+        return items
+
+    def primary(self) -> Node:
+        kind, text = self.tokens[self.at] if self.at < len(self.tokens) else ("", "")
+        if kind in ("string", "number"):
+            self.take()
+            return Node("lit", text)
+        if kind == "name":
+            self.take()
+            if self.peek() != "(":
+                return Node("lit", text) if text in ("true", "false", "null") else Node("ident", text)
+            arguments = self.arguments(")")
+            if text == "has" and len(arguments) == 1:
+                return Node("has", children=tuple(arguments))
+            return Node("call", text, (Node("lit"), *arguments))
+        if text == "(":
+            self.take()
+            node = self.expr()
+            self.take(")")
+            return node
+        if text == "[":
+            return Node("list", children=tuple(self.arguments("]")))
+        if text == "{":
+            self.take()
+            entries: list[Node] = []
+            while self.peek() != "}":
+                entries.append(self.expr())
+                self.take(":")
+                entries.append(self.expr())
+                if self.peek() != "}":
+                    self.take(",")
+            self.take("}")
+            return Node("map", children=tuple(entries))
+        raise CostParseError(f"unexpected {text or 'end of expression'!r}")
+
+
+class Shape:
+    """What an expression can evaluate to, merged over every value it can be.
+
+    ``size`` bounds its length (a list's items, a map's entries; a string
+    counts one per 256 characters, as the engine compares and scans strings
+    far faster than it steps); ``items`` is the shape of what a comprehension
+    over it binds (list items, map keys), ``values`` of what an index reads
+    (list items, map values), ``fields`` of each key read with ``.name``.
+    """
+
+    __slots__ = ("size", "items", "values", "fields")
+
+    def __init__(self, size: int = 0) -> None:
+        self.size = size
+        self.items: Shape | None = None
+        self.values: Shape | None = None
+        self.fields: dict[str, Shape] | None = None
+
+
+SCALAR = Shape()
+
+
+class Summary:
+    """The shapes of one call's variables, built once per decision (linear in the input)."""
+
+    def __init__(self, variables: Mapping[str, Any]) -> None:
+        self.largest = 0
+        self.variables = {name: self._shape(value) for name, value in variables.items()}
+        self.everything = Shape(self.largest)  # the shape of a value the estimate cannot follow
+        self.everything.items = self.everything.values = self.everything
+
+    def _shape(self, value: Any) -> Shape:
+        if isinstance(value, str | bytes):
+            if len(value) < 256:
+                return SCALAR
+            self.largest = max(self.largest, len(value) >> 8)
+            return Shape(len(value) >> 8)
+        if isinstance(value, dict):
+            shape = Shape(len(value))
+            keys = max(map(len, value), default=0) >> 8
+            shape.items = Shape(keys) if keys else SCALAR
+            self.largest = max(self.largest, keys)
+            shape.fields = {key: self._shape(child) for key, child in value.items()}
+            shape.values = _merge(list(shape.fields.values()))
+        elif isinstance(value, list | tuple):
+            shape = Shape(len(value))
+            shape.items = shape.values = _merge([self._shape(child) for child in value])
+        else:
+            return SCALAR
+        self.largest = max(self.largest, shape.size)
+        return shape
+
+
+def _merge(shapes: list[Shape]) -> Shape:
+    """One shape that bounds each of ``shapes`` (linear in their total size)."""
+    distinct = list({id(s): s for s in shapes if s is not SCALAR}.values())
+    if not distinct:
+        return SCALAR
+    if len(distinct) == 1:
+        return distinct[0]
+    merged = Shape(max(s.size for s in distinct))
+    parts = [s.items for s in distinct if s.items is not None]
+    if parts:
+        merged.items = _merge(parts)
+    parts = [s.values for s in distinct if s.values is not None]
+    if parts:
+        merged.values = _merge(parts)
+    by_field: dict[str, list[Shape]] = {}
+    for s in distinct:
+        for key, child in (s.fields or {}).items():
+            by_field.setdefault(key, []).append(child)
+    if by_field:
+        merged.fields = {key: _merge(children) for key, children in by_field.items()}
+    return merged
+
+
+def largest_size(variables: Mapping[str, Any]) -> int:
+    """The G of :class:`Bound`: the length of the longest list or map in ``variables`` (strings by 256)."""
+    largest = 0
+    stack: list[Any] = list(variables.values())
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            largest = max(largest, len(value))
+            stack.extend(value.values())
+            if any(len(key) >= 256 for key in value):
+                largest = max(largest, *(len(key) >> 8 for key in value))
+        elif isinstance(value, list | tuple):
+            largest = max(largest, len(value))
+            stack.extend(value)
+        elif isinstance(value, str | bytes):
+            largest = max(largest, len(value) >> 8)
+    return largest
+
+
+_S = TypeVar("_S")
+_R = TypeVar("_R")
+
+
+def _in_scope(scopes: dict[str, _S], name: str, shape: _S, cost: Callable[[], _R]) -> _R:
+    """``cost()`` with ``name`` bound to ``shape`` (a macro's variable), the outer binding restored after."""
+    outer = scopes.get(name)
+    scopes[name] = shape
+    try:
+        return cost()
+    finally:
+        if outer is None:
+            del scopes[name]
+        else:
+            scopes[name] = outer
+
+
+def estimate(tree: Node, summary: Summary) -> int:
+    """An upper bound on the engine's steps to evaluate ``tree`` over the summarised variables."""
+    return _Estimate(summary).cost(tree)[0]
+
+
+class _Estimate:
+    def __init__(self, summary: Summary) -> None:
+        self.everything = summary.everything
+        self.scopes = dict(summary.variables)
+
+    def cost(self, node: Node) -> tuple[int, Shape]:
+        """(steps, shape) of ``node``: the steps to evaluate it once, and what it can evaluate to."""
+        kind = node.kind
+        if kind == "lit":
+            return 1, SCALAR
+        if kind == "ident":
+            return 1, self.scopes.get(node.name, self.everything)
+        if kind == "macro":
+            return self.macro(node)
+        if kind == "bind":
+            name, init, body = node.children
+            steps, shape = self.cost(init)
+            inner, result = self.scoped(body, name.name, shape)
+            return 1 + steps + inner, result
+        costs = [self.cost(child) for child in node.children]
+        steps = 1 + sum(c for c, _ in costs)
+        shapes = [s for _, s in costs]
+        if kind in ("has", "unary"):
+            return steps, SCALAR
+        if kind == "select":  # a field the input never has is SCALAR: the engine stops there with an error
+            fields = shapes[0].fields
+            return steps, self.everything if fields is None else fields.get(node.name, SCALAR)
+        if kind == "index":
+            return steps, shapes[0].values or SCALAR
+        if kind in ("list", "map"):
+            shape = Shape(len(shapes) // (2 if kind == "map" else 1))
+            shape.items = shape.values = self.join(shapes[:: 2 if kind == "map" else 1])
+            return steps, shape
+        if kind == "binary":
+            left, right = shapes
+            if node.name == "in":
+                return steps + right.size, SCALAR
+            if node.name in ("==", "!="):
+                return steps + min(left.size, right.size), SCALAR
+            if node.name == "+":
+                shape = Shape(left.size + right.size)
+                shape.items = shape.values = self.join([left.items or SCALAR, right.items or SCALAR])
+                return steps + shape.size, shape
+            return steps, SCALAR
+        if kind == "cond":
+            return steps, self.join(shapes[1:])
+        if kind == "call":  # a function reads each argument once; a string search, the target per pattern
+            sizes = [s.size for s in shapes]
+            if node.name == "size":
+                return steps, SCALAR
+            if node.name in _SCANS_TARGET:
+                return steps + sizes[0] * max(1, *sizes[1:]), SCALAR
+            return steps + sum(sizes), self.everything if node.name == "dyn" else SCALAR
+        raise AssertionError(f"unknown node kind {kind!r}")
+
+    def macro(self, node: Node) -> tuple[int, Shape]:
+        """``range.all(x, body)`` and friends: the body once per element; ``map``/``filter`` copy their result."""
+        target, variable, *bodies = node.children
+        steps, shape = self.cost(target)
+        element = shape.items or SCALAR
+        per_element = 1
+        result = element
+        for body in bodies:
+            inner, result = self.scoped(body, variable.name, element)
+            per_element += inner
+        n = shape.size
+        steps += 1 + n * per_element
+        if node.name not in _ACCUMULATES:
+            return steps, SCALAR
+        out = Shape(n)
+        if node.name == "filter":
+            out.items, out.values, out.fields = shape.items, shape.values, shape.fields
+        else:
+            out.items = out.values = result
+        return steps + n * n, out
+
+    def scoped(self, body: Node, name: str, shape: Shape) -> tuple[int, Shape]:
+        return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
+
+    def join(self, shapes: list[Shape]) -> Shape:
+        """A shape any of ``shapes`` fits: itself when they are one; else as large as anything."""
+        distinct = {id(s): s for s in shapes if s is not SCALAR}
+        if not distinct:
+            return SCALAR
+        if len(distinct) == 1:
+            return next(iter(distinct.values()))
+        shape = Shape(sum(s.size for s in distinct.values()))
+        shape.items = shape.values = self.everything
+        return shape
+
+
+Poly = tuple[int, ...]  # coefficients of a polynomial in G, lowest power first
+
+
+class Bound:
+    """A check's cost as a polynomial in G, the length of the largest list, map or string of the input.
+
+    Built once per check from the same rules as :func:`estimate`, with every
+    input value as long as the largest: ``bound(G)`` is cheap (no walk of the
+    input) and never below the estimate, so a decision whose checks fit the
+    budget by this bound skips the estimate. A check without comprehensions
+    has a constant bound.
+    """
+
+    def __init__(self, tree: Node) -> None:
+        self.poly = _Static().cost(tree)[0]
+
+    @property
+    def constant(self) -> bool:
+        return len(self.poly) == 1
+
+    def __call__(self, largest: int) -> int:
+        total = 0
+        for coefficient in reversed(self.poly):
+            total = total * largest + coefficient
+        return total
+
+
+def _add(*polys: Poly) -> Poly:
+    out = [0] * max(len(p) for p in polys)
+    for p in polys:
+        for power, coefficient in enumerate(p):
+            out[power] += coefficient
+    return tuple(out)
+
+
+def _mul(a: Poly, b: Poly) -> Poly:
+    out = [0] * (len(a) + len(b) - 1)
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            out[i + j] += x * y
+    return tuple(out)
+
+
+def _lower(a: Poly, b: Poly) -> Poly:
+    """One of two bounds of ``min(a, b)``: the one of lower degree (either would do)."""
+    return a if (len(a), a[::-1]) <= (len(b), b[::-1]) else b
+
+
+_ONE: Poly = (1,)
+_ZERO: Poly = (0,)
+_G: Poly = (0, 1)
+
+
+class _StaticShape:
+    __slots__ = ("size", "items")
+
+    def __init__(self, size: Poly, items: _StaticShape | None = None) -> None:
+        self.size = size
+        self.items = items
+
+
+_STATIC_SCALAR = _StaticShape(_ZERO)
+_ANY = _StaticShape(_G)
+_ANY.items = _ANY
+
+
+class _Static:
+    """:class:`_Estimate`'s rules over polynomials: every variable, field and element is as large as G."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[str, _StaticShape] = {}
+
+    def cost(self, node: Node) -> tuple[Poly, _StaticShape]:
+        kind = node.kind
+        if kind == "lit":
+            return _ONE, _STATIC_SCALAR
+        if kind == "ident":
+            return _ONE, self.scopes.get(node.name, _ANY)
+        if kind == "macro":
+            return self.macro(node)
+        if kind == "bind":
+            name, init, body = node.children
+            steps, shape = self.cost(init)
+            inner, result = self.scoped(body, name.name, shape)
+            return _add(_ONE, steps, inner), result
+        costs = [self.cost(child) for child in node.children]
+        steps = _add(_ONE, *(c for c, _ in costs))
+        shapes = [s for _, s in costs]
+        if kind in ("has", "unary"):
+            return steps, _STATIC_SCALAR
+        if kind in ("select", "index"):
+            return steps, _ANY
+        if kind in ("list", "map"):
+            count = len(shapes) // (2 if kind == "map" else 1)
+            return steps, _StaticShape((count,), self.join(shapes[:: 2 if kind == "map" else 1]))
+        if kind == "binary":
+            left, right = shapes
+            if node.name == "in":
+                return _add(steps, right.size), _STATIC_SCALAR
+            if node.name in ("==", "!="):
+                return _add(steps, _lower(left.size, right.size)), _STATIC_SCALAR
+            if node.name == "+":
+                size = _add(left.size, right.size)
+                return _add(steps, size), _StaticShape(size, self.join([left.items or _ANY, right.items or _ANY]))
+            return steps, _STATIC_SCALAR
+        if kind == "cond":
+            return steps, self.join(shapes[1:])
+        if kind == "call":
+            if node.name == "size":
+                return steps, _STATIC_SCALAR
+            if node.name in _SCANS_TARGET:
+                pattern = _add(*(s.size for s in shapes[1:])) if len(shapes) > 1 else _ONE
+                return _add(steps, _mul(shapes[0].size, _add(_ONE, pattern))), _STATIC_SCALAR
+            return _add(steps, *(s.size for s in shapes)), _ANY if node.name == "dyn" else _STATIC_SCALAR
+        raise AssertionError(f"unknown node kind {kind!r}")
+
+    def macro(self, node: Node) -> tuple[Poly, _StaticShape]:
+        target, variable, *bodies = node.children
+        steps, shape = self.cost(target)
+        element = shape.items or _STATIC_SCALAR
+        per_element = _ONE
+        result = element
+        for body in bodies:
+            inner, result = self.scoped(body, variable.name, element)
+            per_element = _add(per_element, inner)
+        n = shape.size
+        steps = _add(steps, _ONE, _mul(n, per_element))
+        if node.name not in _ACCUMULATES:
+            return steps, _STATIC_SCALAR
+        return _add(steps, _mul(n, n)), _StaticShape(n, element if node.name == "filter" else result)
+
+    def scoped(self, body: Node, name: str, shape: _StaticShape) -> tuple[Poly, _StaticShape]:
+        return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
+
+    def join(self, shapes: list[_StaticShape]) -> _StaticShape:
+        distinct = {id(s): s for s in shapes if s is not _STATIC_SCALAR}
+        if len(distinct) <= 1:
+            return next(iter(distinct.values()), _STATIC_SCALAR)
+        return _StaticShape(_add(*(s.size for s in distinct.values())), _ANY)
