@@ -6,6 +6,8 @@ Exit codes: 0 PASS/ok, 1 BLOCK or violations found, 2 bad input (one
 ``policyguard: error:`` line on stderr naming the file or setting), 3
 inconclusive, 141 the reader of stdout went away (``verify | head``), as for a
 process ended by SIGPIPE.
+
+May use: everything; it is the top layer. Nothing imports it but ``__main__``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Needs the ``[serve]`` extra (Starlette, uvicorn). :func:`build_service` loads the
 policy, checklist, store and keys once; :func:`create_app` returns the ASGI app.
+
+May use: the guard and everything below it. Never another edge (integrations,
+review, cli, bench).
 """
 
 from __future__ import annotations

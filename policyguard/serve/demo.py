@@ -53,7 +53,7 @@ class EffectLog:
 
 
 def demo_executor(
-    checklist: Checklist, store: Any, trace: Trace, replica: str | None, path: Path, key: PublicKey
+    checklist: Checklist, store: Any, trace: Trace, replica: str, path: Path, key: PublicKey
 ) -> GuardedExecutor:
     """An executor over ``path`` for every mutating tool of ``checklist``, checking grants signed by ``key``.
 

@@ -229,7 +229,7 @@ def test_a_process_killed_inside_a_claim_transaction_leaves_nothing_and_blocks_n
     setup.close()
 
 
-# -- SQLite group commit (policyguard/groupcommit.py) ------------------------------------------
+# -- SQLite group commit (policyguard/enforcement/groupcommit.py) ------------------------------------------
 
 
 def test_a_crash_before_a_deferred_completion_leaves_a_pending_claim_never_resent(tmp_path: Path) -> None:
