@@ -11,21 +11,27 @@ May use: :mod:`policyguard.checklist`, :mod:`policyguard.trajectory` and the
 base modules. Never the gate.
 """
 
-from .llm import (
-    CONFIRM_REMEDIATION,
-    DEFAULT_KEEP_LAST_MESSAGES,
-    DEFAULT_MAX_PROMPT_TOKENS,
-    DEFAULT_REMEDIATION,
-    FAILURE_MESSAGE,
-    MODES,
-    RETRYABLE,
-    SYNTHETIC_ID,
-    SYNTHETIC_TEXT,
-    LLMVerifier,
-    Mode,
-    PreparedRequest,
-    policy_tag_id,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .llm import (
+        CONFIRM_REMEDIATION,
+        DEFAULT_KEEP_LAST_MESSAGES,
+        DEFAULT_MAX_PROMPT_TOKENS,
+        DEFAULT_REMEDIATION,
+        FAILURE_MESSAGE,
+        MODES,
+        RETRYABLE,
+        SYNTHETIC_ID,
+        SYNTHETIC_TEXT,
+        LLMVerifier,
+        Mode,
+        PreparedRequest,
+        policy_tag_id,
+    )
 
 __all__ = [
     "CONFIRM_REMEDIATION",
@@ -42,3 +48,13 @@ __all__ = [
     "PreparedRequest",
     "policy_tag_id",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: importing one module of this package (e.g. from the
+    # gate-only path) must not load the rest of it.
+    if name in __all__:
+        value = getattr(importlib.import_module(".llm", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
