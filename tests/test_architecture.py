@@ -127,3 +127,15 @@ def test_the_architecture_page_draws_the_layers_of_the_contract() -> None:
     rows = [row.split("  ")[0].strip() for row in drawn if not row.startswith(("│", "▼", "|"))]
     expected = [" | ".join(name.strip() for name in layer.split("|")) for layer in _layers()]
     assert rows == expected
+
+
+def test_one_module_of_a_concept_does_not_load_the_rest_of_it() -> None:
+    """The gate-only path reads the verifier's evidence rules; that must not load the LLM verifier and its backends."""
+    probe = (
+        "import sys\n"
+        "import policyguard.verifier.evidence, policyguard.gate.effects, policyguard.checklist\n"
+        "print(','.join(m for m in ('policyguard.verifier.llm', 'policyguard.verifier.models', "
+        "'policyguard.gate.hardgate', 'policyguard.gate.cel') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == ""
