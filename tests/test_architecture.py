@@ -139,3 +139,15 @@ def test_one_module_of_a_concept_does_not_load_the_rest_of_it() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == ""
+
+
+def test_the_call_path_on_the_architecture_page_names_methods_that_exist() -> None:
+    """Every ``Class.method (package/module)`` in the drawing is a real method of a class in that module."""
+    import importlib
+    import re
+
+    steps = re.findall(r"(\w+)\.(\w+) \(([\w/]+)\)", doc_block("docs/architecture.md", "call-path"))
+    assert len(steps) >= 10
+    for cls, method, where in steps:
+        module = importlib.import_module("policyguard." + where.replace("/", "."))
+        assert callable(getattr(getattr(module, cls), method)), f"{cls}.{method} in policyguard/{where}.py"
