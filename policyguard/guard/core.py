@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from policyguard.audit.counters import Counters, CounterSnapshot
 from policyguard.audit.trace import Trace
@@ -52,10 +52,13 @@ from policyguard.stages import CheckContext, Gate, Verifier
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
 from policyguard.trajectory.inputs import as_call, as_trajectory
 from policyguard.trajectory.limits import call_problem
-from policyguard.trajectory.messages import DuplicateCallId, Message, ToolCall, Trajectory
+from policyguard.trajectory.messages import DuplicateCallId, ToolCall, Trajectory
 from policyguard.trajectory.toolnames import unknown_tool_message
 
-_T = TypeVar("_T")
+from .calls import call_ids, plain_name
+from .offloop import off_loop
+from .remediation import APPROVAL_UNAVAILABLE, NO_VERIFIER_MESSAGE, SESSION_BUSY_MESSAGE
+
 _SESSION_OBJECTS = 4096
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,21 +66,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.enforcement.grants import GrantIssuer
     from policyguard.enforcement.store import NonceStore
     from policyguard.session import Session, SessionStore
-
-NO_VERIFIER_MESSAGE = (
-    "This action needs a policy check that could not be run, so it was not performed. "
-    "Do not retry it now; tell the user it cannot be completed at the moment or transfer them to a human agent."
-)
-
-SESSION_BUSY_MESSAGE = (
-    "This action was not performed: another change in this conversation is still being checked. "
-    "Send it again on its own once that one is done."
-)
-
-APPROVAL_UNAVAILABLE = (
-    "This action needs a supervisor's approval, and the approval queue could not be reached, so it was not "
-    "performed. Do not retry it now; tell the user it cannot be completed at the moment."
-)
 
 
 class Guard:
@@ -264,7 +252,7 @@ class Guard:
             return found
 
     def _mutating(self, name: str) -> bool:
-        return self.checklist.is_mutating(name) or not _plain_name(name) or self.checklist.tool_spec(name) is None
+        return self.checklist.is_mutating(name) or not plain_name(name) or self.checklist.tool_spec(name) is None
 
     def check(
         self,
@@ -300,7 +288,7 @@ class Guard:
 
     def _check(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
         started = time.perf_counter()
-        ids = _ids(call)
+        ids = call_ids(call)
         if record is not None:
             early, facts = self._from_record(call, trajectory, record, ids, turn)
             if early is not None:
@@ -350,7 +338,7 @@ class Guard:
 
     async def _acheck(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
         started = time.perf_counter()
-        ids = _ids(call)
+        ids = call_ids(call)
         if record is not None:
             early, facts = await off_loop(self._from_record, call, trajectory, record, ids, turn)
             if early is not None:
@@ -383,7 +371,7 @@ class Guard:
         :meth:`check` block, and advisory mode (``strict=False``) never softens it.
         """
         started = time.perf_counter()
-        ids = _ids(call)
+        ids = call_ids(call)
         self.trace.emit("submit", **ids)
         decision = Decision.block(stage, message, error=error, requirements=list(requirements), **ids)
         self._count(decision, False)
@@ -507,8 +495,8 @@ class Guard:
     ) -> Decision | None:
         """A block for a mutating call that no stage may judge as it stands, else None."""
         checklist = self.checklist
-        if not _plain_name(call.name) or checklist.tool_spec(call.name) is None:
-            if self.unknown_tools == "block" or not _plain_name(call.name):
+        if not plain_name(call.name) or checklist.tool_spec(call.name) is None:
+            if self.unknown_tools == "block" or not plain_name(call.name):
                 return Decision.block(
                     "unknown_tool",
                     unknown_tool_message(call.name, checklist.tools),
@@ -569,7 +557,7 @@ class Guard:
         ids: dict[str, Any],
         record: Session | None = None,
     ) -> Decision:
-        if not self.checklist.is_mutating(call.name) and _plain_name(call.name):
+        if not self.checklist.is_mutating(call.name) and plain_name(call.name):
             return Decision.allow("read_only", **ids)
         refused = self._refusal(call, trajectory, ids, record)
         if refused is not None:
@@ -881,17 +869,6 @@ class Guard:
         )
 
 
-async def off_loop(function: Callable[..., _T], *args: Any) -> _T:
-    """``function(*args)`` in a worker thread under asyncio (inline elsewhere, e.g. under trio)."""
-    import asyncio  # only async callers pay for it: importing asyncio costs ~60 ms
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return function(*args)
-    return await asyncio.to_thread(function, *args)
-
-
 def _read_policy(path: Path) -> str:
     """The policy text; a missing or unreadable file is a :class:`ConfigError` naming it."""
     try:
@@ -900,12 +877,6 @@ def _read_policy(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read the policy: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: the policy is not UTF-8 text: {exc}") from None
-
-
-def remediation_message(call: ToolCall, decision: Decision) -> Message:
-    """The error tool result that replaces a blocked call's effect for the agent."""
-    text = decision.message or NO_VERIFIER_MESSAGE
-    return Message(role="tool", tool_call_id=call.id, name=call.name, content=text, is_error=True)
 
 
 def _ttl(grants: GrantIssuer | None, default: float) -> float:
@@ -978,28 +949,6 @@ def _verifier_crash(exc: Exception, ids: dict[str, Any]) -> Decision:
     )
 
 
-def _ids(call: ToolCall) -> dict[str, Any]:
-    """The call's identity for decisions and trace events, hashed once per decision.
-
-    Arguments that cannot be hashed canonically (NaN, Infinity, nesting past
-    the recursion limit) get ``args_sha256="unhashable"``: the trace format
-    wants a string, and such a call is always blocked, so no grant or executor
-    ever compares it.
-    """
-    return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none() or UNHASHABLE_ARGS}
-
-
-def _plain_name(name: str) -> bool:
-    """A tool name as tools are declared: printable, no spaces, unchanged by Unicode normalisation."""
-    return bool(name) and name.isprintable() and not any(ch.isspace() for ch in name) and _nfkc(name) == name
-
-
-def _nfkc(text: str) -> str:
-    import unicodedata
-
-    return unicodedata.normalize("NFKC", text)
-
-
 def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
     """Why the pending call's id cannot be trusted to name this call, or None.
 
@@ -1050,18 +999,3 @@ def _merge(gate: Decision, verifier: Decision) -> Decision:
     return verifier.model_copy(
         update={"requirements": merged, "usage": usage, "resolver_reads": gate.resolver_reads + verifier.resolver_reads}
     )
-
-
-def after_block(trajectory: Trajectory, call: ToolCall, decision: Decision) -> tuple[Trajectory, Trajectory]:
-    """The two views of a dialogue after ``call`` was blocked.
-
-    * the agent's view keeps the call and answers it with the remediation as an
-      error tool result (providers require every call to be answered);
-    * the environment's view drops the call entirely, so replaying or
-      evaluating the trajectory never sees an effect that did not happen.
-    """
-    agent = Trajectory(messages=list(trajectory.messages))
-    if not any(c.id == call.id for m in agent.messages for c in m.tool_calls):
-        agent.append(Message(role="assistant", tool_calls=[call]))
-    agent.append(remediation_message(call, decision))
-    return agent, trajectory.without_call(call.id)

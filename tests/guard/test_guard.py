@@ -10,7 +10,8 @@ import pytest
 
 from policyguard import ChecklistError, Decision, Message, ToolCall, Trajectory
 from policyguard.decision import RequirementResult
-from policyguard.guard.core import Guard, after_block
+from policyguard.guard.core import Guard
+from policyguard.guard.remediation import after_block
 from policyguard.stages import CheckContext
 
 
