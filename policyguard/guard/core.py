@@ -33,9 +33,7 @@ reviewer approved it is allowed once, with a grant bound to it.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,14 +50,13 @@ from policyguard.stages import CheckContext, Gate, Verifier
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
 from policyguard.trajectory.inputs import as_call, as_trajectory
 from policyguard.trajectory.limits import call_problem
-from policyguard.trajectory.messages import DuplicateCallId, ToolCall, Trajectory
+from policyguard.trajectory.messages import ToolCall, Trajectory
 from policyguard.trajectory.toolnames import unknown_tool_message
 
 from .calls import call_ids, plain_name
 from .offloop import off_loop
-from .remediation import APPROVAL_UNAVAILABLE, NO_VERIFIER_MESSAGE, SESSION_BUSY_MESSAGE
-
-_SESSION_OBJECTS = 4096
+from .remediation import APPROVAL_UNAVAILABLE, NO_VERIFIER_MESSAGE
+from .sessions import SessionBridge
 
 if TYPE_CHECKING:  # pragma: no cover
     from policyguard.approvals.queue import ApprovalQueue, ApprovalRequest
@@ -126,9 +123,7 @@ class Guard:
         if not session_wait_s >= 0:
             raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
         self.session_wait_s = float(session_wait_s)
-        self._sessions_store = sessions
-        self._session_objects: OrderedDict[str, Session] = OrderedDict()
-        self._session_lock = threading.Lock()
+        self._sessions = SessionBridge(self, sessions)  # reads the guard's settings on every call
 
     @classmethod
     def from_files(
@@ -221,11 +216,7 @@ class Guard:
     @property
     def sessions(self) -> SessionStore:
         """Where this guard keeps session records (an in-memory store unless ``sessions=`` was given)."""
-        if self._sessions_store is None:
-            from policyguard.session import MemorySessionStore
-
-            self._sessions_store = MemorySessionStore()
-        return self._sessions_store
+        return self._sessions.store
 
     def session(self, session_id: str | None = None) -> Session:
         """The record of conversation ``session_id`` (a new random id when None), kept in :attr:`sessions`.
@@ -234,25 +225,7 @@ class Guard:
         (the newest 4,096); after that, or in another process sharing the
         store, the object is rebuilt from the store's record.
         """
-        from policyguard.session import Session
-
-        if session_id is None:
-            import uuid
-
-            session_id = uuid.uuid4().hex
-        with self._session_lock:
-            found = self._session_objects.get(session_id)
-            if found is None:
-                found = Session(session_id, self.sessions, is_mutating=self._mutating)
-                self._session_objects[session_id] = found
-                while len(self._session_objects) > _SESSION_OBJECTS:
-                    self._session_objects.popitem(last=False)
-            else:
-                self._session_objects.move_to_end(session_id)
-            return found
-
-    def _mutating(self, name: str) -> bool:
-        return self.checklist.is_mutating(name) or not plain_name(name) or self.checklist.tool_spec(name) is None
+        return self._sessions.session(session_id)
 
     def check(
         self,
@@ -278,7 +251,7 @@ class Guard:
         trajectory is all the guard knows.
         """
         call, trajectory = as_call(call), as_trajectory(trajectory)
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         turn = object()  # this check's hold on the session's write turn (Session.claim_writes)
         try:
             return self._check(call, trajectory, record, turn)
@@ -290,7 +263,7 @@ class Guard:
         started = time.perf_counter()
         ids = call_ids(call)
         if record is not None:
-            early, facts = self._from_record(call, trajectory, record, ids, turn)
+            early, facts = self._sessions.from_record(call, trajectory, record, ids, turn)
             if early is not None:
                 return self._finish(call, trajectory, early, started, ids, record)
         else:
@@ -307,14 +280,14 @@ class Guard:
     def record_result(self, session: Session | str, call_id: str, content: str, *, is_error: bool = False) -> bool:
         """Tell session ``session`` the fate of call ``call_id``: it ran, with this result (``is_error``: the
         tool failed or refused). False when the session has no unanswered call of that id."""
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         assert record is not None
         return record.record_result(call_id, content, is_error=is_error)
 
     def record_unknown(self, session: Session | str, call_id: str, why: str) -> bool:
         """Tell session ``session`` that call ``call_id`` may or may not have run (cancelled, timed out...):
         it counts as done for rules that limit repetition, and is no fact until its record is read again."""
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         assert record is not None
         return record.record_unknown(call_id, why)
 
@@ -328,7 +301,7 @@ class Guard:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
         call, trajectory = as_call(call), as_trajectory(trajectory)
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         turn = object()
         try:
             return await self._acheck(call, trajectory, record, turn)
@@ -340,7 +313,7 @@ class Guard:
         started = time.perf_counter()
         ids = call_ids(call)
         if record is not None:
-            early, facts = await off_loop(self._from_record, call, trajectory, record, ids, turn)
+            early, facts = await off_loop(self._sessions.from_record, call, trajectory, record, ids, turn)
             if early is not None:
                 return self._finish(call, trajectory, early, started, ids, record)
         else:
@@ -418,68 +391,6 @@ class Guard:
         if self.checklist.clock is not None:
             return self.checklist.clock
         return datetime.now(timezone.utc)
-
-    def _as_session(self, session: Session | str | None) -> Session | None:
-        if session is None:
-            return None
-        if isinstance(session, str):
-            return self.session(session)
-        from policyguard.session import Session
-
-        if not isinstance(session, Session):
-            raise TypeError(f"session must be a Session or a session id string, got {type(session).__name__}")
-        return session
-
-    def _from_record(
-        self, call: ToolCall, trajectory: Trajectory, record: Session, ids: dict[str, Any], turn: object
-    ) -> tuple[Decision | None, Any]:
-        """Merge ``trajectory`` into the session's record: ``(None, the record's view)`` to go on, or
-        ``(decision, None)`` when the record alone decides (a read passes whatever the record's state).
-
-        A write goes on holding the session's write turn (``turn``): writes of one session are judged one
-        at a time, each with the fate of the earlier ones in the record."""
-        from policyguard.session import SessionError
-
-        mutating = self._mutating(call.name)
-        try:
-            record.sync()
-            record.observe(trajectory, pending=call)
-        except SessionError as exc:
-            if not mutating:
-                return Decision.allow("read_only", **ids), None
-            return Decision.block("guard", _session_message(exc), error=f"session: {exc}", **ids), None
-        except DuplicateCallId as exc:
-            if not mutating:
-                return Decision.allow("read_only", **ids), None
-            return Decision.block(
-                "bad_call",
-                f"The dialogue is ambiguous ({exc}), so no fact in it can be trusted and this call was not "
-                "performed. Tool call ids must be unique.",
-                error=str(exc),
-                **ids,
-            ), None
-        except Exception as exc:  # a session store that cannot be read vouches for nothing
-            if not mutating:
-                return Decision.allow("read_only", **ids), None
-            return Decision.block(
-                "guard", NO_VERIFIER_MESSAGE, error=f"session store: {type(exc).__name__}: {exc}", **ids
-            ), None
-        if not mutating:
-            return None, record.view()
-        problem = record.id_problem(call)
-        if problem is not None:
-            return Decision.block(
-                "bad_call",
-                f"The call id {call.id!r} {problem}, so this call was not performed. Check the current state with "
-                "a read, then make the call again with a new id if it is still needed.",
-                error=f"call id {problem}",
-                **ids,
-            ), None
-        if not record.claim_writes(turn, self.session_wait_s):  # a write still running counts as unknown after it
-            return Decision.block(
-                "guard", SESSION_BUSY_MESSAGE, error="another write of this session was still being checked", **ids
-            ), None
-        return None, record.view()
 
     def _begin(
         self, call: ToolCall, trajectory: Any, ids: dict[str, Any], record: Session | None = None
@@ -641,7 +552,8 @@ class Guard:
             decision = decision.model_copy(update={"outcome": "allow"})
         decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
         if record is not None:
-            decision = self._into_record(call, decision, record, ids).model_copy(update={"session_id": record.id})
+            decision = self._sessions.into_record(call, decision, record, ids)
+            decision = decision.model_copy(update={"session_id": record.id})
         if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
             sha = ids["args_sha256"]
             token = self.grants.issue(
@@ -656,37 +568,6 @@ class Guard:
         self._count(decision, advisory)
         self._record(decision, advisory, time.perf_counter() - started, ids, record)
         return decision
-
-    def _into_record(self, call: ToolCall, decision: Decision, record: Session, ids: dict[str, Any]) -> Decision:
-        """Write the decision to the session's record; an allow the record cannot hold becomes a block.
-
-        A block says which earlier writes of the session have no known outcome,
-        so the agent checks the state with a read before it retries.
-        """
-        from policyguard.session import SessionError
-
-        if record.evicted is not None and decision.stage == "read_only":
-            return decision  # a read passes; the evicted record takes nothing
-        allowed = decision.outcome == "allow"
-        try:
-            record.judge(call, "allow" if allowed else "block")
-        except (SessionError, Exception) as exc:
-            if not allowed or decision.stage == "read_only":
-                return decision
-            message = _session_message(exc) if isinstance(exc, SessionError) else NO_VERIFIER_MESSAGE
-            return Decision.block("guard", message, error=f"session: {type(exc).__name__}: {exc}", **ids)
-        if allowed or decision.awaiting_approval:
-            return decision
-        unsettled = record.unsettled()
-        if not unsettled:
-            return decision
-        tools = ", ".join(sorted({tool for tool, _ in unsettled}))
-        why = unsettled[-1][1]
-        note = (
-            f" The outcome of an earlier {tools} call in this conversation is not known ({why}): check the current "
-            "state with a read before retrying anything it may already have done."
-        )
-        return decision.model_copy(update={"message": (decision.message or NO_VERIFIER_MESSAGE) + note})
 
     def _ask_person(
         self,
@@ -910,24 +791,6 @@ def _session_field(session_id: str | None) -> dict[str, Any]:
 def _traced(ids: dict[str, Any], record: Session | None) -> dict[str, Any]:
     """A trace event's call fields, with the session id when the call belongs to a session."""
     return ids if record is None else {**ids, "session_id": record.id}
-
-
-def _session_message(exc: Exception) -> str:
-    """The remediation for a write the session's record cannot take."""
-    from policyguard.session import SessionEvicted, SessionFull
-
-    if isinstance(exc, SessionEvicted):
-        return (
-            "The guard no longer keeps the record of this conversation (it passed the session retention or size "
-            "limit), so no write can be checked against its history and this one was not performed. Start a new "
-            "conversation, or transfer the user to a human agent."
-        )
-    if isinstance(exc, SessionFull):
-        return (
-            "This conversation is too long for the guard's record, so no further write can be checked against its "
-            "history and this one was not performed. Start a new conversation, or transfer the user to a human agent."
-        )
-    return NO_VERIFIER_MESSAGE
 
 
 def _remember_deny(denials: NonceStore, call_id: str) -> dict[str, Any]:
