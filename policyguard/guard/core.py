@@ -39,11 +39,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from policyguard.audit.counters import Counters, CounterSnapshot
+from policyguard.audit.counters import CounterSnapshot
 from policyguard.audit.trace import Trace
 from policyguard.checklist.schema import Checklist, load_checklist
-from policyguard.decision import Decision, RequirementResult, Stage, Usage
-from policyguard.enforcement.scoped import deny_key
+from policyguard.decision import Decision, RequirementResult, Stage
 from policyguard.errors import ChecklistError, ConfigError
 from policyguard.gate.effects import approval_problem, effect_problem
 from policyguard.stages import CheckContext, Gate, Verifier
@@ -54,7 +53,9 @@ from policyguard.trajectory.messages import ToolCall, Trajectory
 from policyguard.trajectory.toolnames import unknown_tool_message
 
 from .calls import call_ids, plain_name
+from .denials import DenyWins
 from .offloop import off_loop
+from .recorder import Recorder, traced
 from .remediation import APPROVAL_UNAVAILABLE, NO_VERIFIER_MESSAGE
 from .sessions import SessionBridge
 
@@ -114,7 +115,6 @@ class Guard:
         self.grants = grants
         self.decision_ttl_s = decision_ttl_s
         self._clock = clock
-        self._counters = Counters()
         self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
         self.approvals = approvals
         if not approval_ttl_s > 0:
@@ -123,7 +123,10 @@ class Guard:
         if not session_wait_s >= 0:
             raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
         self.session_wait_s = float(session_wait_s)
-        self._sessions = SessionBridge(self, sessions)  # reads the guard's settings on every call
+        # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
+        self._sessions = SessionBridge(self, sessions)
+        self._denials = DenyWins(self)
+        self._recorder = Recorder(self, self._denials)
 
     @classmethod
     def from_files(
@@ -203,7 +206,7 @@ class Guard:
 
     @property
     def counters(self) -> CounterSnapshot:
-        return self._counters.snapshot()
+        return self._recorder.counters.snapshot()
 
     def context(self) -> CheckContext:
         return CheckContext(
@@ -345,10 +348,9 @@ class Guard:
         """
         started = time.perf_counter()
         ids = call_ids(call)
-        self.trace.emit("submit", **ids)
+        self._recorder.submit(ids, None)
         decision = Decision.block(stage, message, error=error, requirements=list(requirements), **ids)
-        self._count(decision, False)
-        self._record(decision, False, time.perf_counter() - started, ids)
+        self._recorder.decided(decision, False, started, ids, None)
         return decision
 
     def record_execution(
@@ -359,29 +361,7 @@ class Guard:
         ``emit_event=False`` updates the counters only, for executors that write
         their own ``execute`` event to the same trace.
         """
-        if executed:
-            mutating = self.checklist.is_mutating(decision.tool or "")
-            self._counters.add(executed=1, executed_mutating=1 if mutating else 0)
-            if not emit_event:
-                return
-            self.trace.emit(
-                "execute",
-                call_id=decision.call_id,
-                tool=decision.tool,
-                args_sha256=decision.args_sha256,
-                reached_executor=True,
-                **_session_field(decision.session_id),
-            )
-        else:
-            self._counters.add(executor_refused=1)
-            self.trace.emit(
-                "executor_refused",
-                call_id=decision.call_id,
-                tool=decision.tool,
-                args_sha256=decision.args_sha256,
-                error=error,
-                **_session_field(decision.session_id),
-            )
+        self._recorder.execution(decision, executed=executed, error=error, emit_event=emit_event)
 
     # -- internals ----------------------------------------------------------
 
@@ -396,7 +376,7 @@ class Guard:
         self, call: ToolCall, trajectory: Any, ids: dict[str, Any], record: Session | None = None
     ) -> tuple[CheckContext, Decision]:
         """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
-        self.trace.emit("submit", **_traced(ids, record))
+        self._recorder.submit(ids, None if record is None else record.id)
         context = self.context()
         context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the gate reuses it
         return context, self._first_stage(call, trajectory, context, ids, record)
@@ -540,12 +520,13 @@ class Guard:
         ids: dict[str, Any],
         record: Session | None = None,
     ) -> Decision:
+        session_id = None if record is None else record.id
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         if self._may_escalate(decision, allow_unverified=self.allow_unverified):
             decision = self._ask_person(call, trajectory, decision, ids, record)
-        if decision.outcome == "allow" and self.denials is not None and decision.approval_id is None:
-            decision = _deny_wins(self.denials, call, decision, record)
+        if decision.outcome == "allow" and decision.approval_id is None:
+            decision = self._denials.check(call, decision, session_id)
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
@@ -562,11 +543,10 @@ class Guard:
                 resource=None,
                 policy_version=self.checklist.policy.version,
                 args_sha256=None if sha == UNHASHABLE_ARGS else sha,  # hashed once per decision, in _ids
-                session_id=record.id if record is not None else None,
+                session_id=session_id,
             )
             decision = decision.model_copy(update={"grant": token})
-        self._count(decision, advisory)
-        self._record(decision, advisory, time.perf_counter() - started, ids, record)
+        self._recorder.decided(decision, advisory, started, ids, session_id)
         return decision
 
     def _ask_person(
@@ -629,9 +609,9 @@ class Guard:
             return Decision.block(
                 "approver", APPROVAL_UNAVAILABLE, error=f"approval queue: {type(exc).__name__}: {exc}", **carried
             )
-        self.trace.emit(
+        self._recorder.emit(
             "escalate",
-            **_traced(ids, record),
+            **traced(ids, None if record is None else record.id),
             approval_id=request.id,
             policy_version=request.policy_version,
             principal=request.principal,
@@ -649,10 +629,9 @@ class Guard:
         from policyguard.trajectory.canonical import sha256_hex
 
         allow = Decision.allow("approver", approval_id=request.id, **carried)
-        if self.denials is not None:
-            checked = _deny_wins(self.denials, call, allow, record)
-            if checked.outcome != "allow":
-                return checked.model_copy(update={"requirements": carried["requirements"]})
+        checked = self._denials.check(call, allow, None if record is None else record.id)
+        if checked.outcome != "allow":
+            return checked.model_copy(update={"requirements": carried["requirements"]})
         token = None
         if self.grants is not None:
             token = self.grants.issue(
@@ -668,7 +647,7 @@ class Guard:
             used = self.approvals.use(request.id, call.id, sha256_hex(token) if token is not None else None)
         except ApprovalError:
             return None
-        self.trace.emit("approve", **event_fields(used), by="guard", used_by_call_id=call.id)
+        self._recorder.emit("approve", **event_fields(used), by="guard", used_by_call_id=call.id)
         return allow.model_copy(update={"grant": token})
 
     def _weakened(self, decision: Decision, advisory: bool) -> list[str]:
@@ -689,66 +668,6 @@ class Guard:
             return ["no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"]
         return []
 
-    def _count(self, decision: Decision, advisory: bool) -> None:
-        if decision.stage == "read_only":
-            self._counters.add(read_only=1)
-            return
-        deltas: dict[str, int] = {"attempted_mutating": 1}
-        if decision.outcome == "halt":
-            deltas["halted"] = 1
-        elif decision.awaiting_approval:
-            deltas["escalated"] = 1
-        elif decision.verdict == "BLOCK":
-            deltas["blocked"] = 1
-            if advisory:
-                deltas["advisory_blocks"] = 1
-        else:
-            deltas["passed"] = 1
-        if decision.stage in ("verifier_error", "gate_error"):
-            deltas["errors"] = 1
-        self._counters.add(**deltas)
-
-    def _record(
-        self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any], record: Session | None = None
-    ) -> None:
-        traced = _traced(ids, record)
-        usage = decision.usage or Usage()
-        verdict_event = "allow" if decision.outcome == "allow" else "deny"
-        extra: dict[str, Any] = {}
-        if decision.approval_id is not None and verdict_event == "allow":  # a deny with approval_id is a reviewer's
-            extra["approval_id"] = decision.approval_id
-        if verdict_event == "allow":
-            extra["policy_version"] = self.checklist.policy.version
-            extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
-        elif self.denials is not None and not decision.awaiting_approval:
-            extra.update(_remember_deny(self.denials, deny_key(record.id if record else None, ids["call_id"])))
-        if not decision.awaiting_approval:  # a waiting call is neither allowed nor denied: its event is `escalate`
-            self.trace.emit(verdict_event, **traced, **extra)
-        self.trace.emit(
-            "decision",
-            **traced,
-            policy_version=self.checklist.policy.version,
-            checklist_version=self.checklist.version,
-            outcome=decision.outcome,
-            stage=decision.stage,
-            verdict=decision.verdict,
-            advisory=advisory,
-            requirements=[r.model_dump() for r in decision.requirements],
-            remediation=decision.message,
-            inconsistency=decision.inconsistency,
-            verifier_evidence=decision.verifier_evidence or None,
-            warnings=decision.warnings or None,
-            error=decision.error,
-            reached_executor=False if decision.outcome != "allow" else None,
-            latency_s=round(latency_s, 6),
-            input_tokens=usage.input_tokens,
-            cached_tokens=usage.cached_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
-            resolver_reads=decision.resolver_reads,
-            approval_id=decision.approval_id,
-        )
-
 
 def _read_policy(path: Path) -> str:
     """The policy text; a missing or unreadable file is a :class:`ConfigError` naming it."""
@@ -758,48 +677,6 @@ def _read_policy(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read the policy: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: the policy is not UTF-8 text: {exc}") from None
-
-
-def _ttl(grants: GrantIssuer | None, default: float) -> float:
-    """How long an allow stays valid: the grant's lifetime when grants are issued."""
-    ttl = getattr(grants, "ttl_s", None) if grants is not None else None
-    return float(ttl) if ttl is not None else default
-
-
-def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision, record: Session | None = None) -> Decision:
-    """A call id denied once stays denied: a re-check never turns it into an allow (INV-1, deny wins).
-
-    In a session the deny is keyed by the session and the call id (:func:`deny_key`): another
-    conversation's ``call_5`` is another call."""
-    try:
-        denied = denials.is_denied(deny_key(record.id if record is not None else None, call.id))
-    except Exception as exc:  # an unreadable deny store cannot vouch for the allow
-        return Decision.block("guard", NO_VERIFIER_MESSAGE, error=f"deny store unavailable: {exc}")
-    if not denied:
-        return decision
-    return Decision.block(
-        "guard",
-        "This call was refused earlier and a refusal is final, so it was not performed. Do not retry it unchanged.",
-        error=f"call {call.id} was denied earlier (deny wins)",
-    )
-
-
-def _session_field(session_id: str | None) -> dict[str, Any]:
-    return {} if session_id is None else {"session_id": session_id}
-
-
-def _traced(ids: dict[str, Any], record: Session | None) -> dict[str, Any]:
-    """A trace event's call fields, with the session id when the call belongs to a session."""
-    return ids if record is None else {**ids, "session_id": record.id}
-
-
-def _remember_deny(denials: NonceStore, call_id: str) -> dict[str, Any]:
-    """Record a deny for the executor; a store failure is written to the deny event, never raised."""
-    try:
-        denials.deny(call_id)
-    except Exception as exc:
-        return {"deny_recorded": False, "store_error": f"{type(exc).__name__}: {exc}"}
-    return {}
 
 
 def _verifier_crash(exc: Exception, ids: dict[str, Any]) -> Decision:
