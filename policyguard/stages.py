@@ -1,9 +1,9 @@
 """The stage Protocols: each stage looks at one pending call and decides.
 
-The guard runs its stages in order: the deterministic gate, then the verifier
-model. A stage returns a :class:`Decision`; ``escalate`` hands the call on to
-the next stage (keeping the requirement results the stage did prove), and a
-chain that ends on ``escalate`` blocks.
+The guard runs its stages in order: the front checks, the deterministic gate,
+then the verifier model. A stage returns a :class:`Decision`; ``escalate``
+hands the call on to the next stage (keeping the requirement results the stage
+did prove), and a chain that ends on ``escalate`` blocks.
 """
 
 from __future__ import annotations
@@ -47,3 +47,14 @@ class Verifier(Protocol):
     def verify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision: ...
 
     async def averify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision: ...
+
+
+class FrontCheck(Protocol):
+    """A refusal before the gate: a block for a mutating call no stage may judge as it stands, else None.
+
+    An unknown tool, arguments outside the limits, an ambiguous call id, an
+    amount no approval could allow. The guard has put the call's argument hash,
+    taken once per decision, in ``context.extra["args_sha256"]``.
+    """
+
+    def refuse(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision | None: ...

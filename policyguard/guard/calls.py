@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from policyguard.stages import CheckContext
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
 from policyguard.trajectory.messages import ToolCall
 
@@ -17,6 +18,11 @@ def call_ids(call: ToolCall) -> dict[str, Any]:
     ever compares it.
     """
     return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none() or UNHASHABLE_ARGS}
+
+
+def context_ids(call: ToolCall, context: CheckContext) -> dict[str, Any]:
+    """:func:`call_ids` for a stage: the guard put the hash it took for this decision in ``context.extra``."""
+    return {"call_id": call.id, "tool": call.name, "args_sha256": context.extra["args_sha256"]}
 
 
 def plain_name(name: str) -> bool:

@@ -44,20 +44,20 @@ from policyguard.audit.trace import Trace
 from policyguard.checklist.schema import Checklist, load_checklist
 from policyguard.decision import Decision, RequirementResult, Stage
 from policyguard.errors import ChecklistError, ConfigError
-from policyguard.gate.effects import approval_problem, effect_problem
-from policyguard.stages import CheckContext, Gate, Verifier
+from policyguard.stages import CheckContext, FrontCheck, Gate, Verifier
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
 from policyguard.trajectory.inputs import as_call, as_trajectory
-from policyguard.trajectory.limits import call_problem
 from policyguard.trajectory.messages import ToolCall, Trajectory
-from policyguard.trajectory.toolnames import unknown_tool_message
 
 from .calls import call_ids, plain_name
 from .denials import DenyWins
+from .front import FrontRefusals
+from .gatestage import GateStage
 from .offloop import off_loop
 from .recorder import Recorder, traced
 from .remediation import APPROVAL_UNAVAILABLE, NO_VERIFIER_MESSAGE
 from .sessions import SessionBridge
+from .verifierstage import VerifierStage
 
 if TYPE_CHECKING:  # pragma: no cover
     from policyguard.approvals.queue import ApprovalQueue, ApprovalRequest
@@ -125,6 +125,10 @@ class Guard:
         self.session_wait_s = float(session_wait_s)
         # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
         self._sessions = SessionBridge(self, sessions)
+        self._front: FrontCheck = FrontRefusals(self)
+        self._front_in_session: FrontCheck = FrontRefusals(self, check_id_reuse=False)  # the record checks ids
+        self._gate_stage: Gate = GateStage(self)
+        self._verifier_stage: Verifier = VerifierStage(self)
         self._denials = DenyWins(self)
         self._recorder = Recorder(self, self._denials)
 
@@ -274,10 +278,7 @@ class Guard:
         context, first = self._begin(call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
-        try:
-            second = self.verifier.verify(call, trajectory, context)
-        except Exception as exc:  # a verifier must never raise; if it does, block
-            second = _verifier_crash(exc, ids)
+        second = self._verifier_stage.verify(call, trajectory, context)
         return self._finish(call, trajectory, _combine(first, second), started, ids, record)
 
     def record_result(self, session: Session | str, call_id: str, content: str, *, is_error: bool = False) -> bool:
@@ -324,10 +325,7 @@ class Guard:
         context, first = await off_loop(self._begin, call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
-        try:
-            second = await self.verifier.averify(call, trajectory, context)
-        except Exception as exc:
-            second = _verifier_crash(exc, ids)
+        second = await self._verifier_stage.averify(call, trajectory, context)
         return self._finish(call, trajectory, _combine(first, second), started, ids, record)
 
     def refuse(
@@ -378,102 +376,12 @@ class Guard:
         """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
         self._recorder.submit(ids, None if record is None else record.id)
         context = self.context()
-        context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the gate reuses it
-        return context, self._first_stage(call, trajectory, context, ids, record)
-
-    def _refusal(
-        self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any], record: Session | None = None
-    ) -> Decision | None:
-        """A block for a mutating call that no stage may judge as it stands, else None."""
-        checklist = self.checklist
-        if not plain_name(call.name) or checklist.tool_spec(call.name) is None:
-            if self.unknown_tools == "block" or not plain_name(call.name):
-                return Decision.block(
-                    "unknown_tool",
-                    unknown_tool_message(call.name, checklist.tools),
-                    error="the checklist does not name this tool",
-                    **ids,
-                )
-        problem = call_problem(call.arguments)
-        if problem is not None:
-            return Decision.block(
-                "bad_call",
-                f"The call could not be checked because its arguments are not plain JSON values ({problem}), "
-                "so it was not performed. Send it again with ordinary numbers and values.",
-                error=problem,
-                **ids,
-            )
-        duplicate = trajectory.duplicate_call_id()
-        if duplicate is not None:
-            return Decision.block(
-                "bad_call",
-                f"The dialogue is ambiguous ({duplicate}), so no fact in it can be trusted and this call was not "
-                "performed. Tool call ids must be unique.",
-                error=str(duplicate),
-                **ids,
-            )
-        reuse = _id_reuse(call, trajectory) if record is None else None  # a session checked it on its record
-        if reuse is not None:
-            return Decision.block(
-                "bad_call",
-                f"The call id {call.id!r} {reuse}, so this call was not performed. Make the call again with a new id.",
-                error=f"call id {reuse}",
-                **ids,
-            )
-        spec = checklist.tool_spec(call.name)
-        if spec is not None and spec.effect is not None:
-            found = effect_problem(spec.effect, call.arguments)
-            if found is not None:
-                requirement, message = found
-                result = RequirementResult(id=requirement, status="NOT_MET", evidence=message, judged_by="gate")
-                return Decision.block("gate", message, requirements=[result], **ids)
-        return None
-
-    def _approved(self, call: ToolCall, decision: Decision, ids: dict[str, Any]) -> Decision:
-        """The gate's decision, blocked when an amount above the approval threshold has no proven approval."""
-        spec = self.checklist.tool_spec(call.name)
-        if decision.outcome in ("block", "halt") or spec is None or spec.effect is None:
-            return decision
-        problem = approval_problem(spec.effect, call.arguments, decision.requirements)
-        if problem is None:
-            return decision
-        result = RequirementResult(id="effect-approval", status="NOT_MET", evidence=problem, judged_by="gate")
-        return Decision.block("gate", problem, requirements=[*decision.requirements, result], **ids)
-
-    def _first_stage(
-        self,
-        call: ToolCall,
-        trajectory: Trajectory,
-        context: CheckContext,
-        ids: dict[str, Any],
-        record: Session | None = None,
-    ) -> Decision:
+        context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the stages reuse it
         if not self.checklist.is_mutating(call.name) and plain_name(call.name):
-            return Decision.allow("read_only", **ids)
-        refused = self._refusal(call, trajectory, ids, record)
-        if refused is not None:
-            return refused
-        if self.gate is None:
-            decision = Decision.escalate(
-                "guard",
-                requirements=[
-                    RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none")
-                    for r in self.checklist.requirements_for(call.name)
-                ],
-                **ids,
-            )
-        else:
-            try:
-                decision = self.gate.check(call, trajectory, context).model_copy(update=ids)
-            except Exception as exc:  # the gate must fail closed too
-                return Decision.block(
-                    "gate_error",
-                    "The policy check for this action failed, so it was not performed. "
-                    "Do not retry it now; explain that it cannot be completed at the moment.",
-                    error=f"{type(exc).__name__}: {exc}",
-                    **ids,
-                )
-        return self._approved(call, decision, ids)
+            return context, Decision.allow("read_only", **ids)
+        front = self._front if record is None else self._front_in_session
+        refused = front.refuse(call, trajectory, context)
+        return context, refused if refused is not None else self._gate_stage.check(call, trajectory, context)
 
     def _may_escalate(self, decision: Decision, *, allow_unverified: bool) -> bool:
         """Whether a person could approve this block: an approval queue, strict mode, only approvable failures."""
@@ -677,37 +585,6 @@ def _read_policy(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read the policy: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: the policy is not UTF-8 text: {exc}") from None
-
-
-def _verifier_crash(exc: Exception, ids: dict[str, Any]) -> Decision:
-    return Decision.block(
-        "verifier_error",
-        "Verification was not possible, so this action was not performed. "
-        "Do not retry it now; tell the user it cannot be completed at the moment.",
-        error=f"{type(exc).__name__}: {exc}",
-        **ids,
-    )
-
-
-def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
-    """Why the pending call's id cannot be trusted to name this call, or None.
-
-    The trajectory may already carry the pending call, unanswered, as the newest
-    call with its id (a loop checks the message it just received). An id may be
-    reused once the earlier call with it was answered; it may not name another
-    call that is still unanswered, and the pending call may not be answered already.
-    """
-    newest: ToolCall | None = None
-    answered = False
-    for message in trajectory.messages:
-        if message.role == "tool" and message.tool_call_id == call.id:
-            answered = True
-        for other in message.tool_calls:
-            if other.id == call.id:
-                newest, answered = other, False
-    if newest is not None and (newest.name, newest.arguments) != (call.name, call.arguments):
-        return None if answered else "is used by another call in the dialogue"  # answered: the pending is new
-    return "was already answered by a tool result" if answered else None
 
 
 def _combine(first: Decision, verifier: Decision) -> Decision:
