@@ -44,23 +44,24 @@ from policyguard.audit.trace import Trace
 from policyguard.checklist.schema import Checklist, load_checklist
 from policyguard.decision import Decision, RequirementResult, Stage
 from policyguard.errors import ChecklistError, ConfigError
-from policyguard.stages import CheckContext, FrontCheck, Gate, Verifier
-from policyguard.trajectory.canonical import UNHASHABLE_ARGS
+from policyguard.stages import Approver, CheckContext, FrontCheck, Gate, Granter, Verifier
 from policyguard.trajectory.inputs import as_call, as_trajectory
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .approver import PersonApprover
 from .calls import call_ids, plain_name
 from .denials import DenyWins
 from .front import FrontRefusals
 from .gatestage import GateStage
+from .granter import CallGranter
 from .offloop import off_loop
-from .recorder import Recorder, traced
-from .remediation import APPROVAL_UNAVAILABLE, NO_VERIFIER_MESSAGE
+from .recorder import Recorder
+from .remediation import NO_VERIFIER_MESSAGE
 from .sessions import SessionBridge
 from .verifierstage import VerifierStage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from policyguard.approvals.queue import ApprovalQueue, ApprovalRequest
+    from policyguard.approvals.queue import ApprovalQueue
     from policyguard.enforcement.grants import GrantIssuer
     from policyguard.enforcement.store import NonceStore
     from policyguard.session import Session, SessionStore
@@ -131,6 +132,9 @@ class Guard:
         self._verifier_stage: Verifier = VerifierStage(self)
         self._denials = DenyWins(self)
         self._recorder = Recorder(self, self._denials)
+        granter = CallGranter(self)
+        self._granter: Granter = granter
+        self._approver: Approver = PersonApprover(self, self._recorder, self._denials, granter)
 
     @classmethod
     def from_files(
@@ -428,11 +432,11 @@ class Guard:
         ids: dict[str, Any],
         record: Session | None = None,
     ) -> Decision:
-        session_id = None if record is None else record.id
+        sha, session_id = ids["args_sha256"], None if record is None else record.id
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         if self._may_escalate(decision, allow_unverified=self.allow_unverified):
-            decision = self._ask_person(call, trajectory, decision, ids, record)
+            decision = self._approver.ask(call, trajectory, decision, args_sha256=sha, session_id=session_id)
         if decision.outcome == "allow" and decision.approval_id is None:
             decision = self._denials.check(call, decision, session_id)
         advisory = False
@@ -443,120 +447,9 @@ class Guard:
         if record is not None:
             decision = self._sessions.into_record(call, decision, record, ids)
             decision = decision.model_copy(update={"session_id": record.id})
-        if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
-            sha = ids["args_sha256"]
-            token = self.grants.issue(
-                call,
-                principal=self.principal,
-                resource=None,
-                policy_version=self.checklist.policy.version,
-                args_sha256=None if sha == UNHASHABLE_ARGS else sha,  # hashed once per decision, in _ids
-                session_id=session_id,
-            )
-            decision = decision.model_copy(update={"grant": token})
+        decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id)
         self._recorder.decided(decision, advisory, started, ids, session_id)
         return decision
-
-    def _ask_person(
-        self,
-        call: ToolCall,
-        trajectory: Trajectory,
-        decision: Decision,
-        ids: dict[str, Any],
-        record: Session | None = None,
-    ) -> Decision:
-        """Spend an approval a reviewer gave for exactly this call, or wait for one (see approvalflow)."""
-        from policyguard.approvals.flow import (
-            NO_PRINCIPAL_MESSAGE,
-            approval_principal,
-            approval_version,
-            denied_message,
-            matching,
-            new_request,
-            waiting_message,
-        )
-
-        queue = self.approvals
-        assert queue is not None
-        carried: dict[str, Any] = {
-            "requirements": decision.requirements,
-            "usage": decision.usage,
-            "resolver_reads": decision.resolver_reads,
-            **ids,
-        }
-        try:
-            principal = approval_principal(self.checklist, trajectory, self.principal)
-            if principal is None:  # no user to approve for: None == None is not the same user
-                return Decision.block("approver", NO_PRINCIPAL_MESSAGE, error="no authenticated principal", **carried)
-            found = matching(queue, call, principal=principal, version=approval_version(self.checklist))
-            denied = [r for r in found if r.status == "denied"]
-            if denied:  # deny is final for this call
-                return Decision.block(
-                    "approver",
-                    denied_message(denied[-1]),
-                    approval_id=denied[-1].id,
-                    error=f"denied by reviewer {denied[-1].reviewer}",
-                    **carried,
-                )
-            for request in found:
-                if request.status == "approved":
-                    spent = self._spend(call, request, carried, record)
-                    if spent is not None:
-                        return spent
-            waiting = [r for r in found if r.status == "pending"]
-            request = (
-                waiting[0]
-                if waiting
-                else queue.submit(
-                    new_request(
-                        self.checklist, call, decision, trajectory, principal=principal, ttl_s=self.approval_ttl_s
-                    )
-                )
-            )
-        except Exception as exc:  # an unreachable queue approves nothing and queues nothing
-            return Decision.block(
-                "approver", APPROVAL_UNAVAILABLE, error=f"approval queue: {type(exc).__name__}: {exc}", **carried
-            )
-        self._recorder.emit(
-            "escalate",
-            **traced(ids, None if record is None else record.id),
-            approval_id=request.id,
-            policy_version=request.policy_version,
-            principal=request.principal,
-            expires_at=request.expires_at,
-            new=not waiting,
-        )
-        return Decision.await_approval(request.id, waiting_message(request.id), **carried)
-
-    def _spend(
-        self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any], record: Session | None = None
-    ) -> Decision | None:
-        """Allow ``call`` on ``request``'s approval, once; None when another check spent it first."""
-        from policyguard.approvals.flow import event_fields
-        from policyguard.approvals.queue import ApprovalError
-        from policyguard.trajectory.canonical import sha256_hex
-
-        allow = Decision.allow("approver", approval_id=request.id, **carried)
-        checked = self._denials.check(call, allow, None if record is None else record.id)
-        if checked.outcome != "allow":
-            return checked.model_copy(update={"requirements": carried["requirements"]})
-        token = None
-        if self.grants is not None:
-            token = self.grants.issue(
-                call,
-                principal=self.principal,
-                resource=None,
-                policy_version=self.checklist.policy.version,
-                expires_at=request.expires_at,
-                approval_id=request.id,
-            )
-        assert self.approvals is not None
-        try:
-            used = self.approvals.use(request.id, call.id, sha256_hex(token) if token is not None else None)
-        except ApprovalError:
-            return None
-        self._recorder.emit("approve", **event_fields(used), by="guard", used_by_call_id=call.id)
-        return allow.model_copy(update={"grant": token})
 
     def _weakened(self, decision: Decision, advisory: bool) -> list[str]:
         """Why this allow is not the fail-closed guarantee: settings the integrator chose, said on every call."""
