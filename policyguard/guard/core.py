@@ -1,34 +1,27 @@
-"""The guard: the one object an integration talks to.
+"""The guard: the one object an integration talks to, and the order of its stages.
 
 ``Guard.check(call, trajectory)`` decides one pending tool call:
 
 1. a read-only tool (declared ``mutating: false`` in the checklist) is allowed;
-2. a tool the checklist does not name is blocked, and the message names the
-   known tool it resembles (``Cancel_reservation``, a zero-width space, a
-   ``functions.`` prefix are other names). An integrator who wants unknown tools
-   judged as mutating by the gate and the verifier opts in with
-   ``unknown_tools="check"``;
-3. a call that cannot be judged is blocked: arguments outside the limits of
-   :mod:`policyguard.trajectory.limits` (NaN, Infinity, integers beyond 64 bits, deep
-   nesting), or a call id the dialogue already used for another call or already
-   answered;
-4. a declared money effect's amount must be a positive finite number within the
-   tool's ``ceiling`` and ``approval_threshold`` (:mod:`policyguard.gate.effects`);
-5. the deterministic gate blocks what it can disprove and escalates the rest;
-6. the verifier model judges what the gate escalated.
+2. a mutating call no stage may judge as it stands is refused (:mod:`.front`):
+   an unknown tool (unless ``unknown_tools="check"``), arguments outside the
+   limits, an ambiguous or reused call id, an amount outside the tool's ``ceiling``;
+3. the deterministic gate blocks what it can disprove and escalates the rest
+   (:mod:`.gatestage`, which also applies the tool's ``approval_threshold``);
+4. the verifier model judges what the gate escalated (:mod:`.verifierstage`).
 
 Any block wins. A chain that ends on escalate blocks, unless the guard was built
 with ``allow_unverified=True`` (gate-only runs such as ``--model none``), in
-which case the unjudged requirements are listed as UNVERIFIED. In advisory mode
-(``strict=False``) a BLOCK verdict is recorded but the call is allowed, even
-one whose verifier failed; a halt is never softened. Such an allow, and one
-made with no gate and no verifier, carries a line in ``Decision.warnings``.
-
-With an approval queue (``approvals=``) and ``strict=True``, a call whose only
-failures are approvable requirements is not blocked but escalated to a person
-(:mod:`policyguard.approvals.flow`): the final decision is
-:meth:`Decision.await_approval`, and the same call checked again after a
-reviewer approved it is allowed once, with a grant bound to it.
+which case the unjudged requirements are listed as UNVERIFIED. With an approval
+queue (``approvals=``) and ``strict=True``, a call whose only failures are
+approvable requirements waits for a person (:mod:`.approver`) and, once a
+reviewer approved it, is allowed once. A call id denied before stays denied
+(:mod:`.denials`). In advisory mode (``strict=False``) a BLOCK verdict is
+recorded but the call is allowed, even one whose verifier failed; a halt is
+never softened. Such an allow, and one made with no gate and no verifier,
+carries a line in ``Decision.warnings``. Then the decision goes to the
+session's record (:mod:`.sessions`), an allow gets its grant (:mod:`.granter`),
+and every decision is counted and traced (:mod:`.recorder`).
 """
 
 from __future__ import annotations
@@ -41,14 +34,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from policyguard.audit.counters import CounterSnapshot
 from policyguard.audit.trace import Trace
-from policyguard.checklist.schema import Checklist, load_checklist
+from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision, RequirementResult, Stage
-from policyguard.errors import ChecklistError, ConfigError
+from policyguard.errors import ConfigError
 from policyguard.stages import Approver, CheckContext, FrontCheck, Gate, Granter, Verifier
 from policyguard.trajectory.inputs import as_call, as_trajectory
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
 from .approver import PersonApprover
+from .build import from_files
 from .calls import call_ids, plain_name
 from .denials import DenyWins
 from .front import FrontRefusals
@@ -172,45 +166,11 @@ class Guard:
         pinned to another policy, a scripted model file, the trace file) raises
         a :class:`PolicyGuardError` subclass whose message names the file.
         """
-        from policyguard.gate.hardgate import HardGate
-        from policyguard.verifier.models import resolve_model
-
-        loaded = load_checklist(checklist)
-        policy_text = _read_policy(Path(policy))
-        backend = resolve_model(model)
-        verifier: Verifier | None = None
-        if backend is not None:
-            from policyguard.verifier.llm import LLMVerifier
-
-            verifier = LLMVerifier(backend, mode=mode)  # type: ignore[arg-type]
-        try:
-            trace = Trace(trace_path) if trace_path else None
-        except OSError as exc:
-            raise ConfigError(f"{trace_path}: cannot open the trace file: {exc.strerror or exc}") from None
-        try:
-            return cls(
-                loaded,
-                policy_text,
-                gate=HardGate(loaded) if use_gate else None,
-                verifier=verifier,
-                strict=strict,
-                allow_unverified=backend is None,
-                trace=trace,
-                principal=principal,
-                unknown_tools=unknown_tools,
-                approvals=approvals,
-                grants=grants,
-                denials=denials,
-                sessions=sessions,
-            )
-        except ChecklistError as exc:  # the policy pin: name both files
-            if exc.field != "policy.version":
-                raise
-            raise ChecklistError(
-                f"{exc.message} ({policy})", file=exc.file or str(checklist), line=exc.line, field=exc.field
-            ) from None
-
-    # -- public API ---------------------------------------------------------
+        return from_files(
+            cls, policy=policy, checklist=checklist, model=model, mode=mode, use_gate=use_gate,
+            trace_path=trace_path, strict=strict, principal=principal, unknown_tools=unknown_tools,
+            approvals=approvals, grants=grants, denials=denials, sessions=sessions,
+        )  # fmt: skip
 
     @property
     def counters(self) -> CounterSnapshot:
@@ -365,7 +325,7 @@ class Guard:
         """
         self._recorder.execution(decision, executed=executed, error=error, emit_event=emit_event)
 
-    # -- internals ----------------------------------------------------------
+    # -- the order of the stages and the rules that combine them ---------------
 
     def _now(self) -> datetime:
         if self._clock is not None:
@@ -432,6 +392,7 @@ class Guard:
         ids: dict[str, Any],
         record: Session | None = None,
     ) -> Decision:
+        """The final decision: a person's say, deny wins, advisory mode, the session's record, the grant."""
         sha, session_id = ids["args_sha256"], None if record is None else record.id
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
@@ -468,16 +429,6 @@ class Guard:
         ):
             return ["no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"]
         return []
-
-
-def _read_policy(path: Path) -> str:
-    """The policy text; a missing or unreadable file is a :class:`ConfigError` naming it."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the policy: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: the policy is not UTF-8 text: {exc}") from None
 
 
 def _combine(first: Decision, verifier: Decision) -> Decision:
