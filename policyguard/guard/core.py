@@ -50,7 +50,13 @@ from .gatestage import GateStage
 from .granter import CallGranter
 from .offloop import off_loop
 from .recorder import Recorder
-from .remediation import NO_VERIFIER_MESSAGE
+from .remediation import (
+    APPROVAL_UNAVAILABLE,
+    NO_VERIFIER_MESSAGE,
+    SESSION_BUSY_MESSAGE,
+    after_block,
+    remediation_message,
+)
 from .sessions import SessionBridge
 from .verifierstage import VerifierStage
 
@@ -59,6 +65,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.enforcement.grants import GrantIssuer
     from policyguard.enforcement.store import NonceStore
     from policyguard.session import Session, SessionStore
+
+# What this module exported before its helpers moved out; `policyguard.guard.core.after_block` stays a valid path.
+__all__ = [
+    "APPROVAL_UNAVAILABLE",
+    "NO_VERIFIER_MESSAGE",
+    "SESSION_BUSY_MESSAGE",
+    "Guard",
+    "after_block",
+    "off_loop",
+    "remediation_message",
+]
 
 
 class Guard:
