@@ -10,8 +10,7 @@ import pytest
 
 from policyguard import ChecklistError, Decision, Message, ToolCall, Trajectory
 from policyguard.decision import RequirementResult
-from policyguard.guard.core import Guard
-from policyguard.guard.remediation import after_block
+from policyguard.guard.core import Guard, after_block
 from policyguard.stages import CheckContext
 
 
