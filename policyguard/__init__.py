@@ -34,8 +34,8 @@ _EXPORTS: dict[str, str] = {
     "ScriptedModelError": "errors",
     "TemplateError": "errors",
     "Guard": "guard.core",
-    "after_block": "guard.core",
-    "remediation_message": "guard.core",
+    "after_block": "guard.remediation",
+    "remediation_message": "guard.remediation",
     "GuardedTools": "integrations.openai_loop",
     "ToolOutcome": "integrations.openai_loop",
     "Message": "trajectory.messages",
@@ -157,7 +157,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from policyguard.gate.facts import StateResolver
     from policyguard.gate.hardgate import HardGate
-    from policyguard.guard.core import Guard, after_block, remediation_message
+    from policyguard.guard.core import Guard
+    from policyguard.guard.remediation import after_block, remediation_message
     from policyguard.integrations.openai_loop import GuardedTools, ToolOutcome
     from policyguard.session import MemorySessionStore, Session, SessionStore
     from policyguard.stages import CheckContext, Gate, Verifier

@@ -1,9 +1,11 @@
 """The stage Protocols: each stage looks at one pending call and decides.
 
-The guard runs its stages in order: the deterministic gate, then the verifier
-model. A stage returns a :class:`Decision`; ``escalate`` hands the call on to
-the next stage (keeping the requirement results the stage did prove), and a
-chain that ends on ``escalate`` blocks.
+The guard runs its stages in order: the front checks, the deterministic gate,
+then the verifier model. A stage returns a :class:`Decision`; ``escalate``
+hands the call on to the next stage (keeping the requirement results the stage
+did prove), and a chain that ends on ``escalate`` blocks. After the chain, a
+block that only a person may lift goes to the :class:`Approver`, and an allow
+is bound to its call by the :class:`Granter`.
 """
 
 from __future__ import annotations
@@ -47,3 +49,34 @@ class Verifier(Protocol):
     def verify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision: ...
 
     async def averify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision: ...
+
+
+class FrontCheck(Protocol):
+    """A refusal before the gate: a block for a mutating call no stage may judge as it stands, else None.
+
+    An unknown tool, arguments outside the limits, an ambiguous call id, an
+    amount no approval could allow. The guard has put the call's argument hash,
+    taken once per decision, in ``context.extra["args_sha256"]``.
+    """
+
+    def refuse(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision | None: ...
+
+
+class Approver(Protocol):
+    """A person's say on ``decision``, a block only approvable requirements caused.
+
+    An allow on an approval a reviewer gave for exactly this call (spent once),
+    a block on a reviewer's deny or an unreachable queue, else
+    :meth:`Decision.await_approval` for the request waiting in the queue.
+    ``args_sha256`` is the argument hash the guard took for this decision.
+    """
+
+    def ask(
+        self, call: ToolCall, trajectory: Trajectory, decision: Decision, *, args_sha256: str, session_id: str | None
+    ) -> Decision: ...
+
+
+class Granter(Protocol):
+    """Binds an allow to its call with a signed grant the executor checks; any other decision is returned as is."""
+
+    def grant(self, call: ToolCall, decision: Decision, *, args_sha256: str, session_id: str | None) -> Decision: ...

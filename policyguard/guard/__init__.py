@@ -9,13 +9,13 @@ session, audit, checklist, trajectory) and the base modules. Never an edge
 (integrations, serve, review, cli) or a benchmark.
 """
 
-from .core import (
+from .core import Guard
+from .offloop import off_loop
+from .remediation import (
     APPROVAL_UNAVAILABLE,
     NO_VERIFIER_MESSAGE,
     SESSION_BUSY_MESSAGE,
-    Guard,
     after_block,
-    off_loop,
     remediation_message,
 )
 

@@ -1,83 +1,81 @@
-"""The guard: the one object an integration talks to.
+"""The guard: the one object an integration talks to, and the order of its stages.
 
 ``Guard.check(call, trajectory)`` decides one pending tool call:
 
 1. a read-only tool (declared ``mutating: false`` in the checklist) is allowed;
-2. a tool the checklist does not name is blocked, and the message names the
-   known tool it resembles (``Cancel_reservation``, a zero-width space, a
-   ``functions.`` prefix are other names). An integrator who wants unknown tools
-   judged as mutating by the gate and the verifier opts in with
-   ``unknown_tools="check"``;
-3. a call that cannot be judged is blocked: arguments outside the limits of
-   :mod:`policyguard.trajectory.limits` (NaN, Infinity, integers beyond 64 bits, deep
-   nesting), or a call id the dialogue already used for another call or already
-   answered;
-4. a declared money effect's amount must be a positive finite number within the
-   tool's ``ceiling`` and ``approval_threshold`` (:mod:`policyguard.gate.effects`);
-5. the deterministic gate blocks what it can disprove and escalates the rest;
-6. the verifier model judges what the gate escalated.
+2. a mutating call no stage may judge as it stands is refused (:mod:`.front`):
+   an unknown tool (unless ``unknown_tools="check"``), arguments outside the
+   limits, an ambiguous or reused call id, an amount outside the tool's ``ceiling``;
+3. the deterministic gate blocks what it can disprove and escalates the rest
+   (:mod:`.gatestage`, which also applies the tool's ``approval_threshold``);
+4. the verifier model judges what the gate escalated (:mod:`.verifierstage`).
 
 Any block wins. A chain that ends on escalate blocks, unless the guard was built
 with ``allow_unverified=True`` (gate-only runs such as ``--model none``), in
-which case the unjudged requirements are listed as UNVERIFIED. In advisory mode
-(``strict=False``) a BLOCK verdict is recorded but the call is allowed, even
-one whose verifier failed; a halt is never softened. Such an allow, and one
-made with no gate and no verifier, carries a line in ``Decision.warnings``.
-
-With an approval queue (``approvals=``) and ``strict=True``, a call whose only
-failures are approvable requirements is not blocked but escalated to a person
-(:mod:`policyguard.approvals.flow`): the final decision is
-:meth:`Decision.await_approval`, and the same call checked again after a
-reviewer approved it is allowed once, with a grant bound to it.
+which case the unjudged requirements are listed as UNVERIFIED. With an approval
+queue (``approvals=``) and ``strict=True``, a call whose only failures are
+approvable requirements waits for a person (:mod:`.approver`) and, once a
+reviewer approved it, is allowed once. A call id denied before stays denied
+(:mod:`.denials`). In advisory mode (``strict=False``) a BLOCK verdict is
+recorded but the call is allowed, even one whose verifier failed; a halt is
+never softened. Such an allow, and one made with no gate and no verifier,
+carries a line in ``Decision.warnings``. Then the decision goes to the
+session's record (:mod:`.sessions`), an allow gets its grant (:mod:`.granter`),
+and every decision is counted and traced (:mod:`.recorder`).
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
-from policyguard.audit.counters import Counters, CounterSnapshot
+from policyguard.audit.counters import CounterSnapshot
 from policyguard.audit.trace import Trace
-from policyguard.checklist.schema import Checklist, load_checklist
-from policyguard.decision import Decision, RequirementResult, Stage, Usage
-from policyguard.enforcement.scoped import deny_key
-from policyguard.errors import ChecklistError, ConfigError
-from policyguard.gate.effects import approval_problem, effect_problem
-from policyguard.stages import CheckContext, Gate, Verifier
-from policyguard.trajectory.canonical import UNHASHABLE_ARGS
+from policyguard.checklist.schema import Checklist
+from policyguard.decision import Decision, RequirementResult, Stage
+from policyguard.errors import ConfigError
+from policyguard.stages import Approver, CheckContext, FrontCheck, Gate, Granter, Verifier
 from policyguard.trajectory.inputs import as_call, as_trajectory
-from policyguard.trajectory.limits import call_problem
-from policyguard.trajectory.messages import DuplicateCallId, Message, ToolCall, Trajectory
-from policyguard.trajectory.toolnames import unknown_tool_message
+from policyguard.trajectory.messages import ToolCall, Trajectory
 
-_T = TypeVar("_T")
-_SESSION_OBJECTS = 4096
+from .approver import PersonApprover
+from .build import from_files
+from .calls import call_ids, plain_name
+from .denials import DenyWins
+from .front import FrontRefusals
+from .gatestage import GateStage
+from .granter import CallGranter
+from .offloop import off_loop
+from .recorder import Recorder
+from .remediation import (
+    APPROVAL_UNAVAILABLE,
+    NO_VERIFIER_MESSAGE,
+    SESSION_BUSY_MESSAGE,
+    after_block,
+    remediation_message,
+)
+from .sessions import SessionBridge
+from .verifierstage import VerifierStage
 
 if TYPE_CHECKING:  # pragma: no cover
-    from policyguard.approvals.queue import ApprovalQueue, ApprovalRequest
+    from policyguard.approvals.queue import ApprovalQueue
     from policyguard.enforcement.grants import GrantIssuer
     from policyguard.enforcement.store import NonceStore
     from policyguard.session import Session, SessionStore
 
-NO_VERIFIER_MESSAGE = (
-    "This action needs a policy check that could not be run, so it was not performed. "
-    "Do not retry it now; tell the user it cannot be completed at the moment or transfer them to a human agent."
-)
-
-SESSION_BUSY_MESSAGE = (
-    "This action was not performed: another change in this conversation is still being checked. "
-    "Send it again on its own once that one is done."
-)
-
-APPROVAL_UNAVAILABLE = (
-    "This action needs a supervisor's approval, and the approval queue could not be reached, so it was not "
-    "performed. Do not retry it now; tell the user it cannot be completed at the moment."
-)
+# What this module exported before its helpers moved out; `policyguard.guard.core.after_block` stays a valid path.
+__all__ = [
+    "APPROVAL_UNAVAILABLE",
+    "NO_VERIFIER_MESSAGE",
+    "SESSION_BUSY_MESSAGE",
+    "Guard",
+    "after_block",
+    "off_loop",
+    "remediation_message",
+]
 
 
 class Guard:
@@ -129,7 +127,6 @@ class Guard:
         self.grants = grants
         self.decision_ttl_s = decision_ttl_s
         self._clock = clock
-        self._counters = Counters()
         self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
         self.approvals = approvals
         if not approval_ttl_s > 0:
@@ -138,9 +135,17 @@ class Guard:
         if not session_wait_s >= 0:
             raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
         self.session_wait_s = float(session_wait_s)
-        self._sessions_store = sessions
-        self._session_objects: OrderedDict[str, Session] = OrderedDict()
-        self._session_lock = threading.Lock()
+        # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
+        self._sessions = SessionBridge(self, sessions)
+        self._front: FrontCheck = FrontRefusals(self)
+        self._front_in_session: FrontCheck = FrontRefusals(self, check_id_reuse=False)  # the record checks ids
+        self._gate_stage: Gate = GateStage(self)
+        self._verifier_stage: Verifier = VerifierStage(self)
+        self._denials = DenyWins(self)
+        self._recorder = Recorder(self, self._denials)
+        granter = CallGranter(self)
+        self._granter: Granter = granter
+        self._approver: Approver = PersonApprover(self, self._recorder, self._denials, granter)
 
     @classmethod
     def from_files(
@@ -178,49 +183,15 @@ class Guard:
         pinned to another policy, a scripted model file, the trace file) raises
         a :class:`PolicyGuardError` subclass whose message names the file.
         """
-        from policyguard.gate.hardgate import HardGate
-        from policyguard.verifier.models import resolve_model
-
-        loaded = load_checklist(checklist)
-        policy_text = _read_policy(Path(policy))
-        backend = resolve_model(model)
-        verifier: Verifier | None = None
-        if backend is not None:
-            from policyguard.verifier.llm import LLMVerifier
-
-            verifier = LLMVerifier(backend, mode=mode)  # type: ignore[arg-type]
-        try:
-            trace = Trace(trace_path) if trace_path else None
-        except OSError as exc:
-            raise ConfigError(f"{trace_path}: cannot open the trace file: {exc.strerror or exc}") from None
-        try:
-            return cls(
-                loaded,
-                policy_text,
-                gate=HardGate(loaded) if use_gate else None,
-                verifier=verifier,
-                strict=strict,
-                allow_unverified=backend is None,
-                trace=trace,
-                principal=principal,
-                unknown_tools=unknown_tools,
-                approvals=approvals,
-                grants=grants,
-                denials=denials,
-                sessions=sessions,
-            )
-        except ChecklistError as exc:  # the policy pin: name both files
-            if exc.field != "policy.version":
-                raise
-            raise ChecklistError(
-                f"{exc.message} ({policy})", file=exc.file or str(checklist), line=exc.line, field=exc.field
-            ) from None
-
-    # -- public API ---------------------------------------------------------
+        return from_files(
+            cls, policy=policy, checklist=checklist, model=model, mode=mode, use_gate=use_gate,
+            trace_path=trace_path, strict=strict, principal=principal, unknown_tools=unknown_tools,
+            approvals=approvals, grants=grants, denials=denials, sessions=sessions,
+        )  # fmt: skip
 
     @property
     def counters(self) -> CounterSnapshot:
-        return self._counters.snapshot()
+        return self._recorder.counters.snapshot()
 
     def context(self) -> CheckContext:
         return CheckContext(
@@ -233,11 +204,7 @@ class Guard:
     @property
     def sessions(self) -> SessionStore:
         """Where this guard keeps session records (an in-memory store unless ``sessions=`` was given)."""
-        if self._sessions_store is None:
-            from policyguard.session import MemorySessionStore
-
-            self._sessions_store = MemorySessionStore()
-        return self._sessions_store
+        return self._sessions.store
 
     def session(self, session_id: str | None = None) -> Session:
         """The record of conversation ``session_id`` (a new random id when None), kept in :attr:`sessions`.
@@ -246,25 +213,7 @@ class Guard:
         (the newest 4,096); after that, or in another process sharing the
         store, the object is rebuilt from the store's record.
         """
-        from policyguard.session import Session
-
-        if session_id is None:
-            import uuid
-
-            session_id = uuid.uuid4().hex
-        with self._session_lock:
-            found = self._session_objects.get(session_id)
-            if found is None:
-                found = Session(session_id, self.sessions, is_mutating=self._mutating)
-                self._session_objects[session_id] = found
-                while len(self._session_objects) > _SESSION_OBJECTS:
-                    self._session_objects.popitem(last=False)
-            else:
-                self._session_objects.move_to_end(session_id)
-            return found
-
-    def _mutating(self, name: str) -> bool:
-        return self.checklist.is_mutating(name) or not _plain_name(name) or self.checklist.tool_spec(name) is None
+        return self._sessions.session(session_id)
 
     def check(
         self,
@@ -290,7 +239,7 @@ class Guard:
         trajectory is all the guard knows.
         """
         call, trajectory = as_call(call), as_trajectory(trajectory)
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         turn = object()  # this check's hold on the session's write turn (Session.claim_writes)
         try:
             return self._check(call, trajectory, record, turn)
@@ -300,9 +249,9 @@ class Guard:
 
     def _check(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
         started = time.perf_counter()
-        ids = _ids(call)
+        ids = call_ids(call)
         if record is not None:
-            early, facts = self._from_record(call, trajectory, record, ids, turn)
+            early, facts = self._sessions.from_record(call, trajectory, record, ids, turn)
             if early is not None:
                 return self._finish(call, trajectory, early, started, ids, record)
         else:
@@ -310,23 +259,20 @@ class Guard:
         context, first = self._begin(call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
-        try:
-            second = self.verifier.verify(call, trajectory, context)
-        except Exception as exc:  # a verifier must never raise; if it does, block
-            second = _verifier_crash(exc, ids)
+        second = self._verifier_stage.verify(call, trajectory, context)
         return self._finish(call, trajectory, _combine(first, second), started, ids, record)
 
     def record_result(self, session: Session | str, call_id: str, content: str, *, is_error: bool = False) -> bool:
         """Tell session ``session`` the fate of call ``call_id``: it ran, with this result (``is_error``: the
         tool failed or refused). False when the session has no unanswered call of that id."""
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         assert record is not None
         return record.record_result(call_id, content, is_error=is_error)
 
     def record_unknown(self, session: Session | str, call_id: str, why: str) -> bool:
         """Tell session ``session`` that call ``call_id`` may or may not have run (cancelled, timed out...):
         it counts as done for rules that limit repetition, and is no fact until its record is read again."""
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         assert record is not None
         return record.record_unknown(call_id, why)
 
@@ -340,7 +286,7 @@ class Guard:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
         call, trajectory = as_call(call), as_trajectory(trajectory)
-        record = self._as_session(session)
+        record = self._sessions.as_session(session)
         turn = object()
         try:
             return await self._acheck(call, trajectory, record, turn)
@@ -350,9 +296,9 @@ class Guard:
 
     async def _acheck(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
         started = time.perf_counter()
-        ids = _ids(call)
+        ids = call_ids(call)
         if record is not None:
-            early, facts = await off_loop(self._from_record, call, trajectory, record, ids, turn)
+            early, facts = await off_loop(self._sessions.from_record, call, trajectory, record, ids, turn)
             if early is not None:
                 return self._finish(call, trajectory, early, started, ids, record)
         else:
@@ -360,10 +306,7 @@ class Guard:
         context, first = await off_loop(self._begin, call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
-        try:
-            second = await self.verifier.averify(call, trajectory, context)
-        except Exception as exc:
-            second = _verifier_crash(exc, ids)
+        second = await self._verifier_stage.averify(call, trajectory, context)
         return self._finish(call, trajectory, _combine(first, second), started, ids, record)
 
     def refuse(
@@ -383,11 +326,10 @@ class Guard:
         :meth:`check` block, and advisory mode (``strict=False``) never softens it.
         """
         started = time.perf_counter()
-        ids = _ids(call)
-        self.trace.emit("submit", **ids)
+        ids = call_ids(call)
+        self._recorder.submit(ids, None)
         decision = Decision.block(stage, message, error=error, requirements=list(requirements), **ids)
-        self._count(decision, False)
-        self._record(decision, False, time.perf_counter() - started, ids)
+        self._recorder.decided(decision, False, started, ids, None)
         return decision
 
     def record_execution(
@@ -398,31 +340,9 @@ class Guard:
         ``emit_event=False`` updates the counters only, for executors that write
         their own ``execute`` event to the same trace.
         """
-        if executed:
-            mutating = self.checklist.is_mutating(decision.tool or "")
-            self._counters.add(executed=1, executed_mutating=1 if mutating else 0)
-            if not emit_event:
-                return
-            self.trace.emit(
-                "execute",
-                call_id=decision.call_id,
-                tool=decision.tool,
-                args_sha256=decision.args_sha256,
-                reached_executor=True,
-                **_session_field(decision.session_id),
-            )
-        else:
-            self._counters.add(executor_refused=1)
-            self.trace.emit(
-                "executor_refused",
-                call_id=decision.call_id,
-                tool=decision.tool,
-                args_sha256=decision.args_sha256,
-                error=error,
-                **_session_field(decision.session_id),
-            )
+        self._recorder.execution(decision, executed=executed, error=error, emit_event=emit_event)
 
-    # -- internals ----------------------------------------------------------
+    # -- the order of the stages and the rules that combine them ---------------
 
     def _now(self) -> datetime:
         if self._clock is not None:
@@ -431,170 +351,18 @@ class Guard:
             return self.checklist.clock
         return datetime.now(timezone.utc)
 
-    def _as_session(self, session: Session | str | None) -> Session | None:
-        if session is None:
-            return None
-        if isinstance(session, str):
-            return self.session(session)
-        from policyguard.session import Session
-
-        if not isinstance(session, Session):
-            raise TypeError(f"session must be a Session or a session id string, got {type(session).__name__}")
-        return session
-
-    def _from_record(
-        self, call: ToolCall, trajectory: Trajectory, record: Session, ids: dict[str, Any], turn: object
-    ) -> tuple[Decision | None, Any]:
-        """Merge ``trajectory`` into the session's record: ``(None, the record's view)`` to go on, or
-        ``(decision, None)`` when the record alone decides (a read passes whatever the record's state).
-
-        A write goes on holding the session's write turn (``turn``): writes of one session are judged one
-        at a time, each with the fate of the earlier ones in the record."""
-        from policyguard.session import SessionError
-
-        mutating = self._mutating(call.name)
-        try:
-            record.sync()
-            record.observe(trajectory, pending=call)
-        except SessionError as exc:
-            if not mutating:
-                return Decision.allow("read_only", **ids), None
-            return Decision.block("guard", _session_message(exc), error=f"session: {exc}", **ids), None
-        except DuplicateCallId as exc:
-            if not mutating:
-                return Decision.allow("read_only", **ids), None
-            return Decision.block(
-                "bad_call",
-                f"The dialogue is ambiguous ({exc}), so no fact in it can be trusted and this call was not "
-                "performed. Tool call ids must be unique.",
-                error=str(exc),
-                **ids,
-            ), None
-        except Exception as exc:  # a session store that cannot be read vouches for nothing
-            if not mutating:
-                return Decision.allow("read_only", **ids), None
-            return Decision.block(
-                "guard", NO_VERIFIER_MESSAGE, error=f"session store: {type(exc).__name__}: {exc}", **ids
-            ), None
-        if not mutating:
-            return None, record.view()
-        problem = record.id_problem(call)
-        if problem is not None:
-            return Decision.block(
-                "bad_call",
-                f"The call id {call.id!r} {problem}, so this call was not performed. Check the current state with "
-                "a read, then make the call again with a new id if it is still needed.",
-                error=f"call id {problem}",
-                **ids,
-            ), None
-        if not record.claim_writes(turn, self.session_wait_s):  # a write still running counts as unknown after it
-            return Decision.block(
-                "guard", SESSION_BUSY_MESSAGE, error="another write of this session was still being checked", **ids
-            ), None
-        return None, record.view()
-
     def _begin(
         self, call: ToolCall, trajectory: Any, ids: dict[str, Any], record: Session | None = None
     ) -> tuple[CheckContext, Decision]:
         """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
-        self.trace.emit("submit", **_traced(ids, record))
+        self._recorder.submit(ids, None if record is None else record.id)
         context = self.context()
-        context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the gate reuses it
-        return context, self._first_stage(call, trajectory, context, ids, record)
-
-    def _refusal(
-        self, call: ToolCall, trajectory: Trajectory, ids: dict[str, Any], record: Session | None = None
-    ) -> Decision | None:
-        """A block for a mutating call that no stage may judge as it stands, else None."""
-        checklist = self.checklist
-        if not _plain_name(call.name) or checklist.tool_spec(call.name) is None:
-            if self.unknown_tools == "block" or not _plain_name(call.name):
-                return Decision.block(
-                    "unknown_tool",
-                    unknown_tool_message(call.name, checklist.tools),
-                    error="the checklist does not name this tool",
-                    **ids,
-                )
-        problem = call_problem(call.arguments)
-        if problem is not None:
-            return Decision.block(
-                "bad_call",
-                f"The call could not be checked because its arguments are not plain JSON values ({problem}), "
-                "so it was not performed. Send it again with ordinary numbers and values.",
-                error=problem,
-                **ids,
-            )
-        duplicate = trajectory.duplicate_call_id()
-        if duplicate is not None:
-            return Decision.block(
-                "bad_call",
-                f"The dialogue is ambiguous ({duplicate}), so no fact in it can be trusted and this call was not "
-                "performed. Tool call ids must be unique.",
-                error=str(duplicate),
-                **ids,
-            )
-        reuse = _id_reuse(call, trajectory) if record is None else None  # a session checked it on its record
-        if reuse is not None:
-            return Decision.block(
-                "bad_call",
-                f"The call id {call.id!r} {reuse}, so this call was not performed. Make the call again with a new id.",
-                error=f"call id {reuse}",
-                **ids,
-            )
-        spec = checklist.tool_spec(call.name)
-        if spec is not None and spec.effect is not None:
-            found = effect_problem(spec.effect, call.arguments)
-            if found is not None:
-                requirement, message = found
-                result = RequirementResult(id=requirement, status="NOT_MET", evidence=message, judged_by="gate")
-                return Decision.block("gate", message, requirements=[result], **ids)
-        return None
-
-    def _approved(self, call: ToolCall, decision: Decision, ids: dict[str, Any]) -> Decision:
-        """The gate's decision, blocked when an amount above the approval threshold has no proven approval."""
-        spec = self.checklist.tool_spec(call.name)
-        if decision.outcome in ("block", "halt") or spec is None or spec.effect is None:
-            return decision
-        problem = approval_problem(spec.effect, call.arguments, decision.requirements)
-        if problem is None:
-            return decision
-        result = RequirementResult(id="effect-approval", status="NOT_MET", evidence=problem, judged_by="gate")
-        return Decision.block("gate", problem, requirements=[*decision.requirements, result], **ids)
-
-    def _first_stage(
-        self,
-        call: ToolCall,
-        trajectory: Trajectory,
-        context: CheckContext,
-        ids: dict[str, Any],
-        record: Session | None = None,
-    ) -> Decision:
-        if not self.checklist.is_mutating(call.name) and _plain_name(call.name):
-            return Decision.allow("read_only", **ids)
-        refused = self._refusal(call, trajectory, ids, record)
-        if refused is not None:
-            return refused
-        if self.gate is None:
-            decision = Decision.escalate(
-                "guard",
-                requirements=[
-                    RequirementResult(id=r.id, status="UNVERIFIED", judged_by="none")
-                    for r in self.checklist.requirements_for(call.name)
-                ],
-                **ids,
-            )
-        else:
-            try:
-                decision = self.gate.check(call, trajectory, context).model_copy(update=ids)
-            except Exception as exc:  # the gate must fail closed too
-                return Decision.block(
-                    "gate_error",
-                    "The policy check for this action failed, so it was not performed. "
-                    "Do not retry it now; explain that it cannot be completed at the moment.",
-                    error=f"{type(exc).__name__}: {exc}",
-                    **ids,
-                )
-        return self._approved(call, decision, ids)
+        context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the stages reuse it
+        if not self.checklist.is_mutating(call.name) and plain_name(call.name):
+            return context, Decision.allow("read_only", **ids)
+        front = self._front if record is None else self._front_in_session
+        refused = front.refuse(call, trajectory, context)
+        return context, refused if refused is not None else self._gate_stage.check(call, trajectory, context)
 
     def _may_escalate(self, decision: Decision, *, allow_unverified: bool) -> bool:
         """Whether a person could approve this block: an approval queue, strict mode, only approvable failures."""
@@ -641,166 +409,25 @@ class Guard:
         ids: dict[str, Any],
         record: Session | None = None,
     ) -> Decision:
+        """The final decision: a person's say, deny wins, advisory mode, the session's record, the grant."""
+        sha, session_id = ids["args_sha256"], None if record is None else record.id
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         if self._may_escalate(decision, allow_unverified=self.allow_unverified):
-            decision = self._ask_person(call, trajectory, decision, ids, record)
-        if decision.outcome == "allow" and self.denials is not None and decision.approval_id is None:
-            decision = _deny_wins(self.denials, call, decision, record)
+            decision = self._approver.ask(call, trajectory, decision, args_sha256=sha, session_id=session_id)
+        if decision.outcome == "allow" and decision.approval_id is None:
+            decision = self._denials.check(call, decision, session_id)
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
         decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
         if record is not None:
-            decision = self._into_record(call, decision, record, ids).model_copy(update={"session_id": record.id})
-        if decision.outcome == "allow" and self.grants is not None and decision.grant is None:
-            sha = ids["args_sha256"]
-            token = self.grants.issue(
-                call,
-                principal=self.principal,
-                resource=None,
-                policy_version=self.checklist.policy.version,
-                args_sha256=None if sha == UNHASHABLE_ARGS else sha,  # hashed once per decision, in _ids
-                session_id=record.id if record is not None else None,
-            )
-            decision = decision.model_copy(update={"grant": token})
-        self._count(decision, advisory)
-        self._record(decision, advisory, time.perf_counter() - started, ids, record)
+            decision = self._sessions.into_record(call, decision, record, ids)
+            decision = decision.model_copy(update={"session_id": record.id})
+        decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id)
+        self._recorder.decided(decision, advisory, started, ids, session_id)
         return decision
-
-    def _into_record(self, call: ToolCall, decision: Decision, record: Session, ids: dict[str, Any]) -> Decision:
-        """Write the decision to the session's record; an allow the record cannot hold becomes a block.
-
-        A block says which earlier writes of the session have no known outcome,
-        so the agent checks the state with a read before it retries.
-        """
-        from policyguard.session import SessionError
-
-        if record.evicted is not None and decision.stage == "read_only":
-            return decision  # a read passes; the evicted record takes nothing
-        allowed = decision.outcome == "allow"
-        try:
-            record.judge(call, "allow" if allowed else "block")
-        except (SessionError, Exception) as exc:
-            if not allowed or decision.stage == "read_only":
-                return decision
-            message = _session_message(exc) if isinstance(exc, SessionError) else NO_VERIFIER_MESSAGE
-            return Decision.block("guard", message, error=f"session: {type(exc).__name__}: {exc}", **ids)
-        if allowed or decision.awaiting_approval:
-            return decision
-        unsettled = record.unsettled()
-        if not unsettled:
-            return decision
-        tools = ", ".join(sorted({tool for tool, _ in unsettled}))
-        why = unsettled[-1][1]
-        note = (
-            f" The outcome of an earlier {tools} call in this conversation is not known ({why}): check the current "
-            "state with a read before retrying anything it may already have done."
-        )
-        return decision.model_copy(update={"message": (decision.message or NO_VERIFIER_MESSAGE) + note})
-
-    def _ask_person(
-        self,
-        call: ToolCall,
-        trajectory: Trajectory,
-        decision: Decision,
-        ids: dict[str, Any],
-        record: Session | None = None,
-    ) -> Decision:
-        """Spend an approval a reviewer gave for exactly this call, or wait for one (see approvalflow)."""
-        from policyguard.approvals.flow import (
-            NO_PRINCIPAL_MESSAGE,
-            approval_principal,
-            approval_version,
-            denied_message,
-            matching,
-            new_request,
-            waiting_message,
-        )
-
-        queue = self.approvals
-        assert queue is not None
-        carried: dict[str, Any] = {
-            "requirements": decision.requirements,
-            "usage": decision.usage,
-            "resolver_reads": decision.resolver_reads,
-            **ids,
-        }
-        try:
-            principal = approval_principal(self.checklist, trajectory, self.principal)
-            if principal is None:  # no user to approve for: None == None is not the same user
-                return Decision.block("approver", NO_PRINCIPAL_MESSAGE, error="no authenticated principal", **carried)
-            found = matching(queue, call, principal=principal, version=approval_version(self.checklist))
-            denied = [r for r in found if r.status == "denied"]
-            if denied:  # deny is final for this call
-                return Decision.block(
-                    "approver",
-                    denied_message(denied[-1]),
-                    approval_id=denied[-1].id,
-                    error=f"denied by reviewer {denied[-1].reviewer}",
-                    **carried,
-                )
-            for request in found:
-                if request.status == "approved":
-                    spent = self._spend(call, request, carried, record)
-                    if spent is not None:
-                        return spent
-            waiting = [r for r in found if r.status == "pending"]
-            request = (
-                waiting[0]
-                if waiting
-                else queue.submit(
-                    new_request(
-                        self.checklist, call, decision, trajectory, principal=principal, ttl_s=self.approval_ttl_s
-                    )
-                )
-            )
-        except Exception as exc:  # an unreachable queue approves nothing and queues nothing
-            return Decision.block(
-                "approver", APPROVAL_UNAVAILABLE, error=f"approval queue: {type(exc).__name__}: {exc}", **carried
-            )
-        self.trace.emit(
-            "escalate",
-            **_traced(ids, record),
-            approval_id=request.id,
-            policy_version=request.policy_version,
-            principal=request.principal,
-            expires_at=request.expires_at,
-            new=not waiting,
-        )
-        return Decision.await_approval(request.id, waiting_message(request.id), **carried)
-
-    def _spend(
-        self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any], record: Session | None = None
-    ) -> Decision | None:
-        """Allow ``call`` on ``request``'s approval, once; None when another check spent it first."""
-        from policyguard.approvals.flow import event_fields
-        from policyguard.approvals.queue import ApprovalError
-        from policyguard.trajectory.canonical import sha256_hex
-
-        allow = Decision.allow("approver", approval_id=request.id, **carried)
-        if self.denials is not None:
-            checked = _deny_wins(self.denials, call, allow, record)
-            if checked.outcome != "allow":
-                return checked.model_copy(update={"requirements": carried["requirements"]})
-        token = None
-        if self.grants is not None:
-            token = self.grants.issue(
-                call,
-                principal=self.principal,
-                resource=None,
-                policy_version=self.checklist.policy.version,
-                expires_at=request.expires_at,
-                approval_id=request.id,
-            )
-        assert self.approvals is not None
-        try:
-            used = self.approvals.use(request.id, call.id, sha256_hex(token) if token is not None else None)
-        except ApprovalError:
-            return None
-        self.trace.emit("approve", **event_fields(used), by="guard", used_by_call_id=call.id)
-        return allow.model_copy(update={"grant": token})
 
     def _weakened(self, decision: Decision, advisory: bool) -> list[str]:
         """Why this allow is not the fail-closed guarantee: settings the integrator chose, said on every call."""
@@ -819,206 +446,6 @@ class Guard:
         ):
             return ["no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"]
         return []
-
-    def _count(self, decision: Decision, advisory: bool) -> None:
-        if decision.stage == "read_only":
-            self._counters.add(read_only=1)
-            return
-        deltas: dict[str, int] = {"attempted_mutating": 1}
-        if decision.outcome == "halt":
-            deltas["halted"] = 1
-        elif decision.awaiting_approval:
-            deltas["escalated"] = 1
-        elif decision.verdict == "BLOCK":
-            deltas["blocked"] = 1
-            if advisory:
-                deltas["advisory_blocks"] = 1
-        else:
-            deltas["passed"] = 1
-        if decision.stage in ("verifier_error", "gate_error"):
-            deltas["errors"] = 1
-        self._counters.add(**deltas)
-
-    def _record(
-        self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any], record: Session | None = None
-    ) -> None:
-        traced = _traced(ids, record)
-        usage = decision.usage or Usage()
-        verdict_event = "allow" if decision.outcome == "allow" else "deny"
-        extra: dict[str, Any] = {}
-        if decision.approval_id is not None and verdict_event == "allow":  # a deny with approval_id is a reviewer's
-            extra["approval_id"] = decision.approval_id
-        if verdict_event == "allow":
-            extra["policy_version"] = self.checklist.policy.version
-            extra["expires_at"] = time.time() + _ttl(self.grants, self.decision_ttl_s)
-        elif self.denials is not None and not decision.awaiting_approval:
-            extra.update(_remember_deny(self.denials, deny_key(record.id if record else None, ids["call_id"])))
-        if not decision.awaiting_approval:  # a waiting call is neither allowed nor denied: its event is `escalate`
-            self.trace.emit(verdict_event, **traced, **extra)
-        self.trace.emit(
-            "decision",
-            **traced,
-            policy_version=self.checklist.policy.version,
-            checklist_version=self.checklist.version,
-            outcome=decision.outcome,
-            stage=decision.stage,
-            verdict=decision.verdict,
-            advisory=advisory,
-            requirements=[r.model_dump() for r in decision.requirements],
-            remediation=decision.message,
-            inconsistency=decision.inconsistency,
-            verifier_evidence=decision.verifier_evidence or None,
-            warnings=decision.warnings or None,
-            error=decision.error,
-            reached_executor=False if decision.outcome != "allow" else None,
-            latency_s=round(latency_s, 6),
-            input_tokens=usage.input_tokens,
-            cached_tokens=usage.cached_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
-            resolver_reads=decision.resolver_reads,
-            approval_id=decision.approval_id,
-        )
-
-
-async def off_loop(function: Callable[..., _T], *args: Any) -> _T:
-    """``function(*args)`` in a worker thread under asyncio (inline elsewhere, e.g. under trio)."""
-    import asyncio  # only async callers pay for it: importing asyncio costs ~60 ms
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return function(*args)
-    return await asyncio.to_thread(function, *args)
-
-
-def _read_policy(path: Path) -> str:
-    """The policy text; a missing or unreadable file is a :class:`ConfigError` naming it."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the policy: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: the policy is not UTF-8 text: {exc}") from None
-
-
-def remediation_message(call: ToolCall, decision: Decision) -> Message:
-    """The error tool result that replaces a blocked call's effect for the agent."""
-    text = decision.message or NO_VERIFIER_MESSAGE
-    return Message(role="tool", tool_call_id=call.id, name=call.name, content=text, is_error=True)
-
-
-def _ttl(grants: GrantIssuer | None, default: float) -> float:
-    """How long an allow stays valid: the grant's lifetime when grants are issued."""
-    ttl = getattr(grants, "ttl_s", None) if grants is not None else None
-    return float(ttl) if ttl is not None else default
-
-
-def _deny_wins(denials: NonceStore, call: ToolCall, decision: Decision, record: Session | None = None) -> Decision:
-    """A call id denied once stays denied: a re-check never turns it into an allow (INV-1, deny wins).
-
-    In a session the deny is keyed by the session and the call id (:func:`deny_key`): another
-    conversation's ``call_5`` is another call."""
-    try:
-        denied = denials.is_denied(deny_key(record.id if record is not None else None, call.id))
-    except Exception as exc:  # an unreadable deny store cannot vouch for the allow
-        return Decision.block("guard", NO_VERIFIER_MESSAGE, error=f"deny store unavailable: {exc}")
-    if not denied:
-        return decision
-    return Decision.block(
-        "guard",
-        "This call was refused earlier and a refusal is final, so it was not performed. Do not retry it unchanged.",
-        error=f"call {call.id} was denied earlier (deny wins)",
-    )
-
-
-def _session_field(session_id: str | None) -> dict[str, Any]:
-    return {} if session_id is None else {"session_id": session_id}
-
-
-def _traced(ids: dict[str, Any], record: Session | None) -> dict[str, Any]:
-    """A trace event's call fields, with the session id when the call belongs to a session."""
-    return ids if record is None else {**ids, "session_id": record.id}
-
-
-def _session_message(exc: Exception) -> str:
-    """The remediation for a write the session's record cannot take."""
-    from policyguard.session import SessionEvicted, SessionFull
-
-    if isinstance(exc, SessionEvicted):
-        return (
-            "The guard no longer keeps the record of this conversation (it passed the session retention or size "
-            "limit), so no write can be checked against its history and this one was not performed. Start a new "
-            "conversation, or transfer the user to a human agent."
-        )
-    if isinstance(exc, SessionFull):
-        return (
-            "This conversation is too long for the guard's record, so no further write can be checked against its "
-            "history and this one was not performed. Start a new conversation, or transfer the user to a human agent."
-        )
-    return NO_VERIFIER_MESSAGE
-
-
-def _remember_deny(denials: NonceStore, call_id: str) -> dict[str, Any]:
-    """Record a deny for the executor; a store failure is written to the deny event, never raised."""
-    try:
-        denials.deny(call_id)
-    except Exception as exc:
-        return {"deny_recorded": False, "store_error": f"{type(exc).__name__}: {exc}"}
-    return {}
-
-
-def _verifier_crash(exc: Exception, ids: dict[str, Any]) -> Decision:
-    return Decision.block(
-        "verifier_error",
-        "Verification was not possible, so this action was not performed. "
-        "Do not retry it now; tell the user it cannot be completed at the moment.",
-        error=f"{type(exc).__name__}: {exc}",
-        **ids,
-    )
-
-
-def _ids(call: ToolCall) -> dict[str, Any]:
-    """The call's identity for decisions and trace events, hashed once per decision.
-
-    Arguments that cannot be hashed canonically (NaN, Infinity, nesting past
-    the recursion limit) get ``args_sha256="unhashable"``: the trace format
-    wants a string, and such a call is always blocked, so no grant or executor
-    ever compares it.
-    """
-    return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none() or UNHASHABLE_ARGS}
-
-
-def _plain_name(name: str) -> bool:
-    """A tool name as tools are declared: printable, no spaces, unchanged by Unicode normalisation."""
-    return bool(name) and name.isprintable() and not any(ch.isspace() for ch in name) and _nfkc(name) == name
-
-
-def _nfkc(text: str) -> str:
-    import unicodedata
-
-    return unicodedata.normalize("NFKC", text)
-
-
-def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
-    """Why the pending call's id cannot be trusted to name this call, or None.
-
-    The trajectory may already carry the pending call, unanswered, as the newest
-    call with its id (a loop checks the message it just received). An id may be
-    reused once the earlier call with it was answered; it may not name another
-    call that is still unanswered, and the pending call may not be answered already.
-    """
-    newest: ToolCall | None = None
-    answered = False
-    for message in trajectory.messages:
-        if message.role == "tool" and message.tool_call_id == call.id:
-            answered = True
-        for other in message.tool_calls:
-            if other.id == call.id:
-                newest, answered = other, False
-    if newest is not None and (newest.name, newest.arguments) != (call.name, call.arguments):
-        return None if answered else "is used by another call in the dialogue"  # answered: the pending is new
-    return "was already answered by a tool result" if answered else None
 
 
 def _combine(first: Decision, verifier: Decision) -> Decision:
@@ -1050,18 +477,3 @@ def _merge(gate: Decision, verifier: Decision) -> Decision:
     return verifier.model_copy(
         update={"requirements": merged, "usage": usage, "resolver_reads": gate.resolver_reads + verifier.resolver_reads}
     )
-
-
-def after_block(trajectory: Trajectory, call: ToolCall, decision: Decision) -> tuple[Trajectory, Trajectory]:
-    """The two views of a dialogue after ``call`` was blocked.
-
-    * the agent's view keeps the call and answers it with the remediation as an
-      error tool result (providers require every call to be answered);
-    * the environment's view drops the call entirely, so replaying or
-      evaluating the trajectory never sees an effect that did not happen.
-    """
-    agent = Trajectory(messages=list(trajectory.messages))
-    if not any(c.id == call.id for m in agent.messages for c in m.tool_calls):
-        agent.append(Message(role="assistant", tool_calls=[call]))
-    agent.append(remediation_message(call, decision))
-    return agent, trajectory.without_call(call.id)

@@ -99,7 +99,8 @@ from agents import (
 
 from policyguard.decision import Decision
 from policyguard.errors import ConfigError, FormatError
-from policyguard.guard.core import NO_VERIFIER_MESSAGE, Guard, _plain_name, remediation_message
+from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
+from policyguard.guard.calls import plain_name
 from policyguard.trajectory.formats import to_trajectory
 from policyguard.trajectory.formats.common import CallIds, error_text, parse_arguments, plain
 from policyguard.trajectory.messages import ToolCall, Trajectory
@@ -266,7 +267,7 @@ class AgentsSDKGuard:
 
     def read_only(self, tool_name: str) -> bool:
         """Whether the checklist declares ``tool_name`` read-only (such a tool runs unguarded)."""
-        return _plain_name(tool_name) and not self.guard.checklist.is_mutating(tool_name)
+        return plain_name(tool_name) and not self.guard.checklist.is_mutating(tool_name)
 
     def agent(self, agent: Agent[Any]) -> Agent[Any]:
         """A guarded clone of ``agent`` and of the agents it hands off to; ``agent`` itself is unchanged."""

@@ -90,7 +90,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from policyguard.decision import Decision
 from policyguard.errors import FormatError
-from policyguard.guard.core import Guard, remediation_message
+from policyguard.guard import Guard, remediation_message
 from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory

@@ -60,7 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policyguard.checklist.schema import is_glob
 from policyguard.decision import Decision, RequirementResult
-from policyguard.guard.core import Guard, off_loop, remediation_message
+from policyguard.guard import Guard, off_loop, remediation_message
 from policyguard.session import Session
 from policyguard.stages import Gate
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory

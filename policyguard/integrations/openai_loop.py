@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from policyguard.decision import Decision
-from policyguard.guard.core import Guard, remediation_message
+from policyguard.guard import Guard, remediation_message
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
 _REMEMBERED_OUTCOMES = 1024

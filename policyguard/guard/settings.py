@@ -1,0 +1,48 @@
+"""What the guard's stages read of its configuration.
+
+A stage keeps a reference to the guard (typed as :class:`GuardSettings`), not a
+copy of its settings: the guard's attributes are public and may be reassigned
+after it was built (``guard.gate = other_gate``, ``guard.trace = Trace(path)``),
+and every check must see the current value, as it always did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from policyguard.approvals.queue import ApprovalQueue
+    from policyguard.audit.trace import Trace
+    from policyguard.checklist.schema import Checklist
+    from policyguard.enforcement.grants import GrantIssuer
+    from policyguard.enforcement.store import NonceStore
+    from policyguard.stages import Gate, Verifier
+
+
+class GuardSettings(Protocol):
+    """The guard's public settings (see :class:`policyguard.guard.core.Guard`), read on every check."""
+
+    @property
+    def checklist(self) -> Checklist: ...
+    @property
+    def unknown_tools(self) -> str: ...
+    @property
+    def gate(self) -> Gate | None: ...
+    @property
+    def verifier(self) -> Verifier | None: ...
+    @property
+    def trace(self) -> Trace: ...
+    @property
+    def principal(self) -> str | None: ...
+    @property
+    def grants(self) -> GrantIssuer | None: ...
+    @property
+    def decision_ttl_s(self) -> float: ...
+    @property
+    def denials(self) -> NonceStore | None: ...
+    @property
+    def approvals(self) -> ApprovalQueue | None: ...
+    @property
+    def approval_ttl_s(self) -> float: ...
+    @property
+    def session_wait_s(self) -> float: ...
