@@ -1,27 +1,15 @@
-"""The guard: the one object an integration talks to, and the order of its stages.
+"""The guard: the one object an integration talks to, the order of its stages and how their decisions combine.
 
-``Guard.check(call, trajectory)`` decides one pending tool call:
-
-1. a read-only tool (declared ``mutating: false`` in the checklist) is allowed;
-2. a mutating call no stage may judge as it stands is refused (:mod:`.front`):
-   an unknown tool (unless ``unknown_tools="check"``), arguments outside the
-   limits, an ambiguous or reused call id, an amount outside the tool's ``ceiling``;
-3. the deterministic gate blocks what it can disprove and escalates the rest
-   (:mod:`.gatestage`, which also applies the tool's ``approval_threshold``);
-4. the verifier model judges what the gate escalated (:mod:`.verifierstage`).
-
-Any block wins. A chain that ends on escalate blocks, unless the guard was built
-with ``allow_unverified=True`` (gate-only runs such as ``--model none``), in
-which case the unjudged requirements are listed as UNVERIFIED. With an approval
-queue (``approvals=``) and ``strict=True``, a call whose only failures are
-approvable requirements waits for a person (:mod:`.approver`) and, once a
-reviewer approved it, is allowed once. A call id denied before stays denied
-(:mod:`.denials`). In advisory mode (``strict=False``) a BLOCK verdict is
-recorded but the call is allowed, even one whose verifier failed; a halt is
-never softened. Such an allow, and one made with no gate and no verifier,
-carries a line in ``Decision.warnings``. Then the decision goes to the
-session's record (:mod:`.sessions`), an allow gets its grant (:mod:`.granter`),
-and every decision is counted and traced (:mod:`.recorder`).
+``Guard.check(call, trajectory)`` allows a read-only tool; for a mutating call
+it runs, in order: the front refusals (:mod:`.front`: unknown tool, limits,
+reused call id, money effect), the gate (:mod:`.gatestage`), then the verifier
+on what the gate escalated (:mod:`.verifierstage`). The decisions combine by
+:mod:`.rules` (any block wins; an unjudged escalate blocks unless
+``allow_unverified``). Then a block only a person may lift goes to the approval
+queue (:mod:`.approver`), a denied call id stays denied (:mod:`.denials`),
+advisory mode (``strict=False``) turns a block into a flagged allow, the
+session's record takes the decision (:mod:`.sessions`), an allow gets its grant
+(:mod:`.granter`), and the decision is counted and traced (:mod:`.recorder`).
 """
 
 from __future__ import annotations
@@ -36,11 +24,11 @@ from policyguard.audit.counters import CounterSnapshot
 from policyguard.audit.trace import Trace
 from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision, RequirementResult, Stage
-from policyguard.errors import ConfigError
 from policyguard.stages import Approver, CheckContext, FrontCheck, Gate, Granter, Verifier
 from policyguard.trajectory.inputs import as_call, as_trajectory
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from . import rules
 from .approver import PersonApprover
 from .build import from_files
 from .calls import call_ids, plain_name
@@ -58,6 +46,7 @@ from .remediation import (
     remediation_message,
 )
 from .sessions import SessionBridge
+from .settings import checked_settings
 from .verifierstage import VerifierStage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,15 +56,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.session import Session, SessionStore
 
 # What this module exported before its helpers moved out; `policyguard.guard.core.after_block` stays a valid path.
-__all__ = [
-    "APPROVAL_UNAVAILABLE",
-    "NO_VERIFIER_MESSAGE",
-    "SESSION_BUSY_MESSAGE",
-    "Guard",
-    "after_block",
-    "off_loop",
-    "remediation_message",
-]
+__all__ = ["APPROVAL_UNAVAILABLE", "NO_VERIFIER_MESSAGE", "SESSION_BUSY_MESSAGE", "Guard", "after_block", "off_loop"]
+__all__ += ["remediation_message"]
 
 
 class Guard:
@@ -113,8 +95,7 @@ class Guard:
         session_wait_s: float = 30.0,
     ) -> None:
         checklist.check_policy(policy_text)
-        if unknown_tools not in ("block", "check"):
-            raise ConfigError(f"unknown_tools must be 'block' or 'check', got {unknown_tools!r}")
+        checked_settings(unknown_tools=unknown_tools, approval_ttl_s=approval_ttl_s, session_wait_s=session_wait_s)
         self.unknown_tools = unknown_tools
         self.checklist = checklist
         self.policy_text = policy_text
@@ -129,11 +110,7 @@ class Guard:
         self._clock = clock
         self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
         self.approvals = approvals
-        if not approval_ttl_s > 0:
-            raise ConfigError(f"approval_ttl_s must be positive, got {approval_ttl_s!r}")
         self.approval_ttl_s = float(approval_ttl_s)
-        if not session_wait_s >= 0:
-            raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
         self.session_wait_s = float(session_wait_s)
         # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
         self._sessions = SessionBridge(self, sessions)
@@ -165,23 +142,12 @@ class Guard:
         denials: NonceStore | None = None,
         sessions: SessionStore | None = None,
     ) -> Guard:
-        """Build a guard from a policy file, a checklist file and a model spec.
+        """Build a guard from a policy file, a checklist file and a model spec (``"none"``: the gate only).
 
-        ``model="none"`` runs only the deterministic gate and reports model-judged
-        requirements as UNVERIFIED. Any other spec goes through
-        :func:`policyguard.resolve_model`, which refuses an unknown model name or
-        a provider model whose API key is not set.
-
-        ``principal`` is the authenticated end user the agent acts for (see
-        :class:`Guard`); it overrides the checklist's principal lookup, so leave
-        it None unless your login established the user. ``approvals`` (an
-        :class:`~policyguard.approvals.queue.ApprovalQueue`, e.g.
-        ``open_approvals("sqlite:///guard.db")``), ``grants``, ``denials`` and
-        ``sessions`` are passed to :class:`Guard` unchanged.
-
-        Every problem with a file (missing, unreadable, not UTF-8, a checklist
-        pinned to another policy, a scripted model file, the trace file) raises
-        a :class:`PolicyGuardError` subclass whose message names the file.
+        Any other ``model`` goes through :func:`policyguard.resolve_model`, which
+        refuses an unknown name or a provider model whose key is not set. The
+        other settings are passed to :class:`Guard` unchanged. A problem with a
+        file raises a :class:`PolicyGuardError` subclass naming the file.
         """
         return from_files(
             cls, policy=policy, checklist=checklist, model=model, mode=mode, use_gate=use_gate,
@@ -207,12 +173,8 @@ class Guard:
         return self._sessions.store
 
     def session(self, session_id: str | None = None) -> Session:
-        """The record of conversation ``session_id`` (a new random id when None), kept in :attr:`sessions`.
-
-        The same id gives the same object while this guard keeps it in memory
-        (the newest 4,096); after that, or in another process sharing the
-        store, the object is rebuilt from the store's record.
-        """
+        """The record of conversation ``session_id`` (a new random id when None), kept in :attr:`sessions`:
+        the same object while this guard keeps it in memory (the newest 4,096), else rebuilt from the store."""
         return self._sessions.session(session_id)
 
     def check(
@@ -224,18 +186,13 @@ class Guard:
     ) -> Decision:
         """Decide one pending call. Thread-safe.
 
-        ``trajectory`` is a :class:`Trajectory` or a plain list of OpenAI Chat
-        messages, OpenAI Responses items or Anthropic messages (format detected,
-        read by :func:`policyguard.trajectory.formats.to_trajectory`); ``call`` is a
-        :class:`ToolCall` or one provider tool call dict. Any other type raises
-        ``TypeError`` naming what to pass, and a list that cannot be read raises
-        :class:`~policyguard.errors.FormatError`: a wrong argument is never a
-        silent BLOCK.
-
-        ``session`` (a :class:`~policyguard.session.Session` or its id) makes
-        the guard judge the call on its own record of the conversation merged
-        with ``trajectory`` (see :mod:`policyguard.session`), and record the
-        decision there. Without it the check is a one-shot session: the
+        ``trajectory``: a :class:`Trajectory` or a list of provider messages
+        (:func:`policyguard.trajectory.formats.to_trajectory`); ``call``: a
+        :class:`ToolCall` or one provider tool call dict. A wrong type raises
+        ``TypeError``, an unreadable list :class:`~policyguard.errors.FormatError`:
+        never a silent BLOCK. ``session`` (a :class:`~policyguard.session.Session`
+        or its id): judge on the guard's own record of the conversation merged
+        with ``trajectory``, and record the decision there; without it the
         trajectory is all the guard knows.
         """
         call, trajectory = as_call(call), as_trajectory(trajectory)
@@ -248,19 +205,18 @@ class Guard:
                 record.release_writes(turn)
 
     def _check(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
-        started = time.perf_counter()
-        ids = call_ids(call)
-        if record is not None:
-            early, facts = self._sessions.from_record(call, trajectory, record, ids, turn)
-            if early is not None:
-                return self._finish(call, trajectory, early, started, ids, record)
+        started, ids = time.perf_counter(), call_ids(call)
+        if record is None:
+            early, facts = None, trajectory
         else:
-            facts = trajectory
+            early, facts = self._sessions.from_record(call, trajectory, record, ids, turn)
+        if early is not None:
+            return self._finish(call, trajectory, early, started, ids, record)
         context, first = self._begin(call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
-            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
+            return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record)
         second = self._verifier_stage.verify(call, trajectory, context)
-        return self._finish(call, trajectory, _combine(first, second), started, ids, record)
+        return self._finish(call, trajectory, rules.combine(first, second), started, ids, record)
 
     def record_result(self, session: Session | str, call_id: str, content: str, *, is_error: bool = False) -> bool:
         """Tell session ``session`` the fate of call ``call_id``: it ran, with this result (``is_error``: the
@@ -295,19 +251,18 @@ class Guard:
                 record.release_writes(turn)
 
     async def _acheck(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
-        started = time.perf_counter()
-        ids = call_ids(call)
-        if record is not None:
-            early, facts = await off_loop(self._sessions.from_record, call, trajectory, record, ids, turn)
-            if early is not None:
-                return self._finish(call, trajectory, early, started, ids, record)
+        started, ids = time.perf_counter(), call_ids(call)
+        if record is None:
+            early, facts = None, trajectory
         else:
-            facts = trajectory
+            early, facts = await off_loop(self._sessions.from_record, call, trajectory, record, ids, turn)
+        if early is not None:
+            return self._finish(call, trajectory, early, started, ids, record)
         context, first = await off_loop(self._begin, call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
-            return self._finish(call, trajectory, self._without_verifier(first, ids), started, ids, record)
+            return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record)
         second = await self._verifier_stage.averify(call, trajectory, context)
-        return self._finish(call, trajectory, _combine(first, second), started, ids, record)
+        return self._finish(call, trajectory, rules.combine(first, second), started, ids, record)
 
     def refuse(
         self,
@@ -318,13 +273,8 @@ class Guard:
         error: str | None = None,
         requirements: Sequence[RequirementResult] = (),
     ) -> Decision:
-        """Block ``call`` for a reason an integration found outside the guard's stages, recorded like any block.
-
-        For refusals only the integration can see: the user declined to confirm
-        the action, or the tool is not one the upstream server offers. The block
-        goes through the same counters, trace events and deny store as a
-        :meth:`check` block, and advisory mode (``strict=False``) never softens it.
-        """
+        """Block ``call`` for a reason only the integration can see (the user declined; the upstream has no
+        such tool): counted, traced and denied like a :meth:`check` block, never softened by ``strict=False``."""
         started = time.perf_counter()
         ids = call_ids(call)
         self._recorder.submit(ids, None)
@@ -335,11 +285,8 @@ class Guard:
     def record_execution(
         self, decision: Decision, *, executed: bool, error: str | None = None, emit_event: bool = True
     ) -> None:
-        """Tell the guard whether an allowed call reached the tool (runtime view).
-
-        ``emit_event=False`` updates the counters only, for executors that write
-        their own ``execute`` event to the same trace.
-        """
+        """Tell the guard whether an allowed call reached the tool (runtime view); ``emit_event=False``:
+        counters only, for executors that write their own ``execute`` event to the same trace."""
         self._recorder.execution(decision, executed=executed, error=error, emit_event=emit_event)
 
     # -- the order of the stages and the rules that combine them ---------------
@@ -347,9 +294,7 @@ class Guard:
     def _now(self) -> datetime:
         if self._clock is not None:
             return self._clock()
-        if self.checklist.clock is not None:
-            return self.checklist.clock
-        return datetime.now(timezone.utc)
+        return self.checklist.clock if self.checklist.clock is not None else datetime.now(timezone.utc)
 
     def _begin(
         self, call: ToolCall, trajectory: Any, ids: dict[str, Any], record: Session | None = None
@@ -365,40 +310,16 @@ class Guard:
         return context, refused if refused is not None else self._gate_stage.check(call, trajectory, context)
 
     def _may_escalate(self, decision: Decision, *, allow_unverified: bool) -> bool:
-        """Whether a person could approve this block: an approval queue, strict mode, only approvable failures."""
-        if self.approvals is None or not self.strict or decision.outcome != "block":
-            return False
-        from policyguard.approvals.flow import approvable_failure
-
-        return approvable_failure(self.checklist, decision, allow_unverified=allow_unverified)
+        return rules.may_escalate(
+            decision, self.checklist, has_queue=self.approvals is not None, strict=self.strict,
+            allow_unverified=allow_unverified,
+        )  # fmt: skip
 
     def _wants_verifier(self, first: Decision) -> bool:
-        """The gate escalated, or it blocked on approvable failures only while requirements remain unjudged.
+        return rules.wants_verifier(first, approvable_block=self._may_escalate(first, allow_unverified=True))
 
-        In the second case the verifier still judges the rest: an approval must
-        never waive a requirement nobody checked.
-        """
-        if first.outcome == "escalate":
-            return True
-        return self._may_escalate(first, allow_unverified=True) and any(
-            r.status == "UNVERIFIED" for r in first.requirements
-        )
-
-    def _without_verifier(self, first: Decision, ids: dict[str, Any]) -> Decision:
-        """The final decision when no verifier runs: the first stage's, or the rule for escalations."""
-        if first.outcome != "escalate":
-            return first
-        if self.allow_unverified:
-            return Decision.allow(
-                first.stage, requirements=first.requirements, resolver_reads=first.resolver_reads, **ids
-            )
-        return Decision.block(
-            "guard",
-            NO_VERIFIER_MESSAGE,
-            requirements=first.requirements,
-            error="no verifier configured for requirements the gate could not prove",
-            **ids,
-        )
+    def _unverified(self, first: Decision, ids: dict[str, Any]) -> Decision:
+        return rules.without_verifier(first, ids, allow_unverified=self.allow_unverified)
 
     def _finish(
         self,
@@ -421,59 +342,11 @@ class Guard:
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
-        decision = decision.model_copy(update={**ids, "warnings": self._weakened(decision, advisory)})
+        warnings = rules.weakened(decision, advisory, gate=self.gate, verifier=self.verifier)
+        decision = decision.model_copy(update={**ids, "warnings": warnings})
         if record is not None:
             decision = self._sessions.into_record(call, decision, record, ids)
             decision = decision.model_copy(update={"session_id": record.id})
         decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id)
         self._recorder.decided(decision, advisory, started, ids, session_id)
         return decision
-
-    def _weakened(self, decision: Decision, advisory: bool) -> list[str]:
-        """Why this allow is not the fail-closed guarantee: settings the integrator chose, said on every call."""
-        if advisory and decision.stage in ("verifier_error", "gate_error"):
-            return [
-                f"advisory mode (strict=False) allowed this call although its policy check failed ({decision.stage}): "
-                "nothing judged it"
-            ]
-        if advisory:
-            return [f"advisory mode (strict=False) allowed this call although the guard blocked it ({decision.stage})"]
-        if (
-            decision.outcome == "allow"
-            and decision.stage != "read_only"
-            and self.gate is None
-            and self.verifier is None
-        ):
-            return ["no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"]
-        return []
-
-
-def _combine(first: Decision, verifier: Decision) -> Decision:
-    """The verifier's judgement joined to the first stage's.
-
-    After a gate escalate this is :func:`_merge`. After a gate block that only a
-    person may lift, a verifier's PASS keeps the gate's block (with the
-    verifier's results and cost added), and a verifier's block is the decision.
-    """
-    merged = _merge(first, verifier)
-    if first.outcome == "escalate" or merged.outcome != "allow":
-        return merged
-    return first.model_copy(
-        update={"requirements": merged.requirements, "usage": merged.usage, "resolver_reads": merged.resolver_reads}
-    )
-
-
-def _merge(gate: Decision, verifier: Decision) -> Decision:
-    """Combine the gate's proven results with the verifier's judgement; deny wins."""
-    by_id: dict[str, RequirementResult] = {r.id: r for r in verifier.requirements}
-    for result in gate.requirements:
-        other = by_id.get(result.id)
-        if result.judged_by == "gate" or other is None:
-            if other is not None and other.status == "NOT_MET":
-                continue  # the verifier found a violation the gate did not: keep it
-            by_id[result.id] = result
-    merged = list(by_id.values())
-    usage = verifier.usage
-    return verifier.model_copy(
-        update={"requirements": merged, "usage": usage, "resolver_reads": gate.resolver_reads + verifier.resolver_reads}
-    )

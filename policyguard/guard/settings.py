@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from policyguard.errors import ConfigError
+
 if TYPE_CHECKING:  # pragma: no cover
     from policyguard.approvals.queue import ApprovalQueue
     from policyguard.audit.trace import Trace
@@ -46,3 +48,13 @@ class GuardSettings(Protocol):
     def approval_ttl_s(self) -> float: ...
     @property
     def session_wait_s(self) -> float: ...
+
+
+def checked_settings(*, unknown_tools: str, approval_ttl_s: float, session_wait_s: float) -> None:
+    """Refuse a setting the guard cannot honour, with a :class:`ConfigError` naming it and the value."""
+    if unknown_tools not in ("block", "check"):
+        raise ConfigError(f"unknown_tools must be 'block' or 'check', got {unknown_tools!r}")
+    if not approval_ttl_s > 0:
+        raise ConfigError(f"approval_ttl_s must be positive, got {approval_ttl_s!r}")
+    if not session_wait_s >= 0:
+        raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
