@@ -7,9 +7,10 @@ actually called.
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from policyguard._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -18,56 +19,56 @@ __version__ = "0.1.0"
 __path__.append(os.path.join(os.path.dirname(__file__), "_moved"))
 
 _EXPORTS: dict[str, str] = {
-    "Checklist": "checklist.schema",
-    "Requirement": "checklist.schema",
-    "ToolSpec": "checklist.schema",
-    "load_checklist": "checklist.schema",
-    "parse_checklist": "checklist.schema",
-    "Decision": "decision",
-    "RequirementResult": "decision",
-    "Usage": "decision",
-    "ChecklistError": "errors",
-    "ConfigError": "errors",
-    "FormatError": "errors",
-    "ModelError": "errors",
-    "PolicyGuardError": "errors",
-    "ScriptedModelError": "errors",
-    "TemplateError": "errors",
-    "Guard": "guard.core",
-    "after_block": "guard.remediation",
-    "remediation_message": "guard.remediation",
-    "GuardedTools": "integrations.openai_loop",
-    "ToolOutcome": "integrations.openai_loop",
-    "Message": "trajectory.messages",
-    "ToolCall": "trajectory.messages",
-    "ToolResult": "trajectory.messages",
-    "Trajectory": "trajectory.messages",
-    "Model": "verifier.models",
-    "ModelRequest": "verifier.models",
-    "ModelResponse": "verifier.models",
-    "ScriptedModel": "verifier.models",
-    "resolve_model": "verifier.models",
-    "CheckContext": "stages",
-    "Gate": "stages",
-    "Verifier": "stages",
-    "Trace": "audit.trace",
-    "read_trace": "audit.trace",
-    "HardGate": "gate.hardgate",
-    "StateResolver": "gate.facts",
-    "LLMVerifier": "verifier.llm",
-    "GrantIssuer": "enforcement.grants",
-    "GrantVerifier": "enforcement.grants",
-    "GrantError": "enforcement.grants",
-    "generate_keypair": "enforcement.grants",
-    "GuardedExecutor": "enforcement.executor",
-    "SQLiteStore": "enforcement.store",
-    "Session": "session",
-    "SessionStore": "session",
-    "MemorySessionStore": "session",
-    "LedgerUnavailable": "enforcement.store",
-    "validate_checklist": "authoring.validate",
-    "to_trajectory": "trajectory.formats",
-    "from_trajectory": "trajectory.formats",
+    "Checklist": ".checklist.schema",
+    "Requirement": ".checklist.schema",
+    "ToolSpec": ".checklist.schema",
+    "load_checklist": ".checklist.schema",
+    "parse_checklist": ".checklist.schema",
+    "Decision": ".decision",
+    "RequirementResult": ".decision",
+    "Usage": ".decision",
+    "ChecklistError": ".errors",
+    "ConfigError": ".errors",
+    "FormatError": ".errors",
+    "ModelError": ".errors",
+    "PolicyGuardError": ".errors",
+    "ScriptedModelError": ".errors",
+    "TemplateError": ".errors",
+    "Guard": ".guard.core",
+    "after_block": ".guard.remediation",
+    "remediation_message": ".guard.remediation",
+    "GuardedTools": ".integrations.openai_loop",
+    "ToolOutcome": ".integrations.openai_loop",
+    "Message": ".trajectory.messages",
+    "ToolCall": ".trajectory.messages",
+    "ToolResult": ".trajectory.messages",
+    "Trajectory": ".trajectory.messages",
+    "Model": ".verifier.models",
+    "ModelRequest": ".verifier.models",
+    "ModelResponse": ".verifier.models",
+    "ScriptedModel": ".verifier.models",
+    "resolve_model": ".verifier.models",
+    "CheckContext": ".stages",
+    "Gate": ".stages",
+    "Verifier": ".stages",
+    "Trace": ".audit.trace",
+    "read_trace": ".audit.trace",
+    "HardGate": ".gate.hardgate",
+    "StateResolver": ".gate.facts",
+    "LLMVerifier": ".verifier.llm",
+    "GrantIssuer": ".enforcement.grants",
+    "GrantVerifier": ".enforcement.grants",
+    "GrantError": ".enforcement.grants",
+    "generate_keypair": ".enforcement.grants",
+    "GuardedExecutor": ".enforcement.executor",
+    "SQLiteStore": ".enforcement.store",
+    "Session": ".session",
+    "SessionStore": ".session",
+    "MemorySessionStore": ".session",
+    "LedgerUnavailable": ".enforcement.store",
+    "validate_checklist": ".authoring.validate",
+    "to_trajectory": ".trajectory.formats",
+    "from_trajectory": ".trajectory.formats",
 }
 
 __all__ = [
@@ -125,13 +126,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'policyguard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

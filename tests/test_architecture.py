@@ -35,6 +35,7 @@ ROOT_ENTRIES = {
     "distribution.py",
     "loopback.py",
     "_compat.py",
+    "_lazy.py",
     "_data",
     "_moved",
     # the concepts, bottom-up

@@ -12,8 +12,9 @@ base modules (``decision``, ``stages``, ``errors``). Never the verifier.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from policyguard._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .hardgate import (
@@ -33,11 +34,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # Loaded on first use: importing one module of this package (e.g. from the
-    # gate-only path) must not load the rest of it.
-    if name in __all__:
-        value = getattr(importlib.import_module(".hardgate", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Loaded on first use: importing one module of this package (e.g. from the
+# gate-only path) must not load the rest of it.
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, ".hardgate"))

@@ -7,8 +7,9 @@ The names below load their modules on first access, so registering the
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from policyguard._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..tools import ToolInfo, ToolsError, load_tools
@@ -36,8 +37,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home, __name__), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

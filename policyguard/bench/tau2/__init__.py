@@ -15,26 +15,23 @@ without loading the labels).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from policyguard._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from .guarding import CONFIGS, build_guard
     from .labels import CALL_TRUTH_RULE, LABEL_RULE, POLICY_CONTRADICTING_GOLD
 
 _HOMES = {
-    "CONFIGS": "guarding",
-    "build_guard": "guarding",
-    "CALL_TRUTH_RULE": "labels",
-    "LABEL_RULE": "labels",
-    "POLICY_CONTRADICTING_GOLD": "labels",
+    "CONFIGS": ".guarding",
+    "build_guard": ".guarding",
+    "CALL_TRUTH_RULE": ".labels",
+    "LABEL_RULE": ".labels",
+    "POLICY_CONTRADICTING_GOLD": ".labels",
 }
 
 __all__ = ["CALL_TRUTH_RULE", "CONFIGS", "LABEL_RULE", "POLICY_CONTRADICTING_GOLD", "build_guard"]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)
