@@ -19,6 +19,9 @@ from types import ModuleType
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The Agents SDK's tracing starts a background thread that would upload spans to OpenAI and keeps
+# running for the rest of the session; tests that run an agent never need it.
+os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
     if not os.environ.get("POLICYGUARD_LIVE_TESTS"):
         os.environ.pop(_key, None)

@@ -363,7 +363,7 @@ class LLMVerifier:
                     delay = self._retry_delay(exc, attempt)
                     if delay is None:
                         raise
-                    time.sleep(delay)
+                    _backoff(delay)
                     continue
                 usage = usage + _response_usage(response, time.perf_counter() - started)
                 answered_by = response.model
@@ -525,6 +525,11 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, _Failure):
         return f"unusable answer: {exc}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _backoff(seconds: float) -> None:
+    """Wait ``seconds`` between attempts (its own name, so a test can replace this wait alone)."""
+    time.sleep(seconds)
 
 
 def _complete_with_deadline(model: Model, request: ModelRequest, timeout_s: float) -> ModelResponse:

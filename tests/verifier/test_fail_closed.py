@@ -137,7 +137,9 @@ def test_backoff_doubles_between_attempts(
     monkeypatch: pytest.MonkeyPatch, cancel_call: ToolCall, trajectory: Trajectory, context: CheckContext
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("policyguard.verifier.llm.time.sleep", slept.append)
+    # The verifier's own wait, not time.sleep: that one is every thread's, and a background thread
+    # of another library that sleeps in a loop would fill the list.
+    monkeypatch.setattr("policyguard.verifier.llm._backoff", slept.append)
     model = ScriptedModel([ModelError("server")] * 3)
     LLMVerifier(model, retries=2, backoff_s=0.5).verify(cancel_call, trajectory, context)
     assert slept == [0.5, 1.0]
