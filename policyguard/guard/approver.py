@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from policyguard.decision import Decision
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .calls import hashed_ids
 from .denials import DenyWins
 from .granter import CallGranter
 from .recorder import Recorder, traced
@@ -51,7 +52,7 @@ class PersonApprover:
         settings = self.settings
         queue, ttl_s = settings.approvals, settings.approval_ttl_s
         assert queue is not None
-        ids = {"call_id": call.id, "tool": call.name, "args_sha256": args_sha256}
+        ids = hashed_ids(call, args_sha256)
         carried: dict[str, Any] = {
             "requirements": decision.requirements,
             "usage": decision.usage,

@@ -17,12 +17,17 @@ def call_ids(call: ToolCall) -> dict[str, Any]:
     wants a string, and such a call is always blocked, so no grant or executor
     ever compares it.
     """
-    return {"call_id": call.id, "tool": call.name, "args_sha256": call.args_sha256_or_none() or UNHASHABLE_ARGS}
+    return hashed_ids(call, call.args_sha256_or_none() or UNHASHABLE_ARGS)
 
 
 def context_ids(call: ToolCall, context: CheckContext) -> dict[str, Any]:
     """:func:`call_ids` for a stage: the guard put the hash it took for this decision in ``context.extra``."""
-    return {"call_id": call.id, "tool": call.name, "args_sha256": context.extra["args_sha256"]}
+    return hashed_ids(call, context.extra["args_sha256"])
+
+
+def hashed_ids(call: ToolCall, args_sha256: str) -> dict[str, Any]:
+    """:func:`call_ids` with the arguments' hash already taken for this decision."""
+    return {"call_id": call.id, "tool": call.name, "args_sha256": args_sha256}
 
 
 def plain_name(name: str) -> bool:

@@ -76,10 +76,8 @@ def merge(gate: Decision, verifier: Decision) -> Decision:
             if other is not None and other.status == "NOT_MET":
                 continue  # the verifier found a violation the gate did not: keep it
             by_id[result.id] = result
-    merged = list(by_id.values())
-    usage = verifier.usage
     return verifier.model_copy(
-        update={"requirements": merged, "usage": usage, "resolver_reads": gate.resolver_reads + verifier.resolver_reads}
+        update={"requirements": list(by_id.values()), "resolver_reads": gate.resolver_reads + verifier.resolver_reads}
     )
 
 
