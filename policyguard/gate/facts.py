@@ -7,7 +7,9 @@ call's ``args``, the trusted ``principal`` and facts resolved before X). Only
 calls made before the pending call count, and they are ORDERED BY CALL (the
 assistant message and the call's position in it), never by where a result was
 appended: a re-read called before a write is not newer than the write even if
-its result arrives after it.
+its result arrives after it. Calls of one message may run concurrently, so a read
+issued in the same message as a write that changes its record, before or after
+it, counts as the state before that write (:func:`in_effect_order`).
 
 ``collect: newest`` (the default) - the fact is a record:
 
@@ -418,12 +420,13 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
     facts this one depends on, for ``invalidated_when``."""
     reads = {source.tool, *source.also}
     writes = set(source.refreshed_by) - reads
+    invalid = set(source.invalidated_by)
+    relevant = in_effect_order(sites, reads, writes | invalid)
     value: Any = None
-    found_at: tuple[int, int] | None = None
-    found_index = 0
+    found_index: int | None = None
     why: str | None = None
-    for index in range(len(sites) - 1, -1, -1):  # newest call first
-        site = sites[index]
+    for index in range(len(relevant) - 1, -1, -1):  # newest call first
+        site = relevant[index]
         tool = site.call.name
         if tool not in reads and tool not in writes:
             continue
@@ -433,7 +436,7 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
             continue  # the tool refused it: it changed nothing
         record, problem = _readable(source, keys, site)
         if problem is None:
-            value, found_at, found_index = record, site.order, index
+            value, found_index = record, index
             break
         if tool in writes:
             return Missing(
@@ -444,19 +447,35 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
             return Missing(f"the newest {tool} read cannot be used ({problem}): call {{read}} successfully")
         if why is None:
             why = problem
-    if found_at is None:
+    if found_index is None:
         if why is None:
             return Missing("call {read} first", never_read=True)
         return Missing(f"{why}: call {{read}} (a successful read of this record) first")
-    invalid = set(source.invalidated_by)
-    for site in sites[found_index + 1 :] if invalid else ():  # sites are in call order: only later ones
-        if site.order <= found_at or site.call.name not in invalid:
+    for site in relevant[found_index + 1 :] if invalid else ():  # in effect order: only later ones
+        if site.call.name not in invalid:
             continue
         if source.failed_writes_change_nothing and _failed(site):
             continue
         if _agrees(site.call.arguments, keys) and _invalidates(source, site.call.arguments, pending, value):
             return Missing(f"{site.call.name} changed the {name} after it was read: call {{read}} again")
     return value
+
+
+def in_effect_order(sites: list[CallSite], reads: set[str], changers: set[str]) -> list[CallSite]:
+    """The calls of ``reads`` and ``changers`` in the order their effects are known to have happened.
+
+    Calls of one assistant message may run concurrently (LangChain's tool node
+    and the Agents SDK do), and their results may come back in any order, so a
+    read issued in the same message as a write that changes the record - before
+    or after it in the message - may show the record from before that write. It
+    is placed before every changer of its message: never taken as the state after
+    one, and a rule that needs that state asks for the record to be read again.
+    Sites arrive in call order (message, position); the sort is stable.
+    """
+    relevant = [site for site in sites if site.call.name in reads or site.call.name in changers]
+    if changers and len(relevant) > 1:
+        relevant.sort(key=lambda site: (site.order[0], site.call.name in changers and site.call.name not in reads))
+    return relevant
 
 
 def _failed(site: CallSite) -> bool:

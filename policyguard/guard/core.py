@@ -202,7 +202,7 @@ class Guard:
             return self._check(call, trajectory, record, turn)
         finally:
             if record is not None:
-                record.release_writes(turn)
+                record.release(turn)
 
     def _check(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
         started, ids = time.perf_counter(), call_ids(call)
@@ -211,12 +211,12 @@ class Guard:
         else:
             early, facts = self._sessions.from_record(call, trajectory, record, ids, turn)
         if early is not None:
-            return self._finish(call, trajectory, early, started, ids, record)
+            return self._finish(call, trajectory, early, started, ids, record, turn)
         context, first = self._begin(call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
-            return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record)
+            return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record, turn)
         second = self._verifier_stage.verify(call, trajectory, context)
-        return self._finish(call, trajectory, rules.combine(first, second), started, ids, record)
+        return self._finish(call, trajectory, rules.combine(first, second), started, ids, record, turn)
 
     def record_result(self, session: Session | str, call_id: str, content: str, *, is_error: bool = False) -> bool:
         """Tell session ``session`` the fate of call ``call_id``: it ran, with this result (``is_error``: the
@@ -248,7 +248,7 @@ class Guard:
             return await self._acheck(call, trajectory, record, turn)
         finally:
             if record is not None:
-                record.release_writes(turn)
+                record.release(turn)
 
     async def _acheck(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
         started, ids = time.perf_counter(), call_ids(call)
@@ -257,12 +257,12 @@ class Guard:
         else:
             early, facts = await off_loop(self._sessions.from_record, call, trajectory, record, ids, turn)
         if early is not None:
-            return self._finish(call, trajectory, early, started, ids, record)
+            return self._finish(call, trajectory, early, started, ids, record, turn)
         context, first = await off_loop(self._begin, call, facts, ids, record)
         if self.verifier is None or not self._wants_verifier(first):
-            return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record)
+            return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record, turn)
         second = await self._verifier_stage.averify(call, trajectory, context)
-        return self._finish(call, trajectory, rules.combine(first, second), started, ids, record)
+        return self._finish(call, trajectory, rules.combine(first, second), started, ids, record, turn)
 
     def refuse(
         self,
@@ -329,6 +329,7 @@ class Guard:
         started: float,
         ids: dict[str, Any],
         record: Session | None = None,
+        turn: object = None,
     ) -> Decision:
         """The final decision: a person's say, deny wins, advisory mode, the session's record, the grant."""
         sha, session_id = ids["args_sha256"], None if record is None else record.id
@@ -345,7 +346,7 @@ class Guard:
         warnings = rules.weakened(decision, advisory, gate=self.gate, verifier=self.verifier)
         decision = decision.model_copy(update={**ids, "warnings": warnings})
         if record is not None:
-            decision = self._sessions.into_record(call, decision, record, ids)
+            decision = self._sessions.into_record(call, decision, record, ids, turn)
             decision = decision.model_copy(update={"session_id": record.id})
         decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id)
         self._recorder.decided(decision, advisory, started, ids, session_id)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.session import Session, SessionStore
 
 _SESSION_OBJECTS = 4096
+_READ_WAIT_S = 2.0  # how long a read waits for its session before it passes unrecorded
 
 
 class SessionBridge:
@@ -84,11 +85,26 @@ class SessionBridge:
         """Merge ``trajectory`` into the session's record: ``(None, the record's view)`` to go on, or
         ``(decision, None)`` when the record alone decides (a read passes whatever the record's state).
 
-        A write goes on holding the session's write turn (``turn``): writes of one session are judged one
-        at a time, each with the fate of the earlier ones in the record."""
+        The check first takes the session (``turn``, :meth:`Session.claim`): the checks of one session are
+        judged one at a time, in this process and across replicas sharing the store, each with the fate of
+        the earlier writes in the record. A read that cannot have it in time passes unrecorded."""
         from policyguard.session import SessionError
 
         mutating = self.mutating(call.name)
+        wait_s = self.settings.session_wait_s
+        try:
+            claimed = record.claim(turn, wait_s if mutating else min(wait_s, _READ_WAIT_S), write=mutating, pending=call)
+        except Exception as exc:  # a store that cannot lock or read the session vouches for nothing
+            if not mutating:
+                return Decision.allow("read_only", **ids), None
+            message = _session_message(exc) if isinstance(exc, SessionError) else NO_VERIFIER_MESSAGE
+            return Decision.block("guard", message, error=f"session store: {type(exc).__name__}: {exc}", **ids), None
+        if not claimed:
+            if not mutating:
+                return Decision.allow("read_only", **ids), None
+            return Decision.block(
+                "guard", SESSION_BUSY_MESSAGE, error="another check of this session was still being judged", **ids
+            ), None
         try:
             record.sync()
             record.observe(trajectory, pending=call)
@@ -113,7 +129,7 @@ class SessionBridge:
                 "guard", NO_VERIFIER_MESSAGE, error=f"session store: {type(exc).__name__}: {exc}", **ids
             ), None
         if not mutating:
-            return None, record.view()
+            return None, record.view(call)
         problem = record.id_problem(call)
         if problem is not None:
             return Decision.block(
@@ -123,23 +139,21 @@ class SessionBridge:
                 error=f"call id {problem}",
                 **ids,
             ), None
-        wait_s = self.settings.session_wait_s
-        if not record.claim_writes(turn, wait_s):  # a write still running counts as unknown after it
-            return Decision.block(
-                "guard", SESSION_BUSY_MESSAGE, error="another write of this session was still being checked", **ids
-            ), None
-        return None, record.view()
+        return None, record.view(call)
 
-    def into_record(self, call: ToolCall, decision: Decision, record: Session, ids: dict[str, Any]) -> Decision:
+    def into_record(
+        self, call: ToolCall, decision: Decision, record: Session, ids: dict[str, Any], turn: object
+    ) -> Decision:
         """Write the decision to the session's record; an allow the record cannot hold becomes a block.
+        A read that passed without holding the session (:meth:`from_record`) is not recorded.
 
         A block says which earlier writes of the session have no known outcome,
         so the agent checks the state with a read before it retries.
         """
         from policyguard.session import SessionError
 
-        if record.evicted is not None and decision.stage == "read_only":
-            return decision  # a read passes; the evicted record takes nothing
+        if decision.stage == "read_only" and (record.evicted is not None or not record.holding(turn)):
+            return decision  # a read passes; a record evicted, or not held, takes nothing
         allowed = decision.outcome == "allow"
         try:
             record.judge(call, "allow" if allowed else "block")

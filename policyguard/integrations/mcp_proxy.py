@@ -400,8 +400,8 @@ class GuardedUpstream:
         """The gate's decision on the record, with what the trajectory added since the last check merged in."""
         record = state.session
         record.sync()
-        record.observe(state.trajectory)
-        view: Any = record.view()  # read by the gate as a trajectory, as the guard's own check passes it
+        record.observe(state.trajectory, pending=call)
+        view: Any = record.view(call)  # read by the gate as a trajectory, as the guard's own check passes it
         return gate.check(call, view, self.guard.context())
 
     async def _elicit(self, ctx: ServerRequestContext[Any, Any], question: str) -> bool | str:

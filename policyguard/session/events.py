@@ -4,9 +4,14 @@ A session's record is a list of events with increasing ``seq``; nothing in it
 is ever changed or removed (only a whole session is, when the store evicts it).
 The state of a call is what its events say:
 
-* ``call``: a call the guard saw. ``judged`` says how: ``allow`` or ``block``
-  (the guard decided it), ``seen`` (it was in the host's history, e.g. a read
-  the host ran without asking).
+* ``call``: a call the guard saw, at its ``place``: the host's assistant
+  message that issued it (numbered in the session, shared with user messages)
+  and its position there. ``judged`` says how: ``allow`` or ``block`` (the
+  guard decided it when the host's history did not show it yet), ``seen`` (the
+  host's history issued it: a read the host ran without asking, or a call
+  still to be judged).
+* ``judge``: the guard's decision (``judged``) on the ``seen`` call event
+  numbered ``answers``: the host issued it, then asked.
 * ``result``: the answer to the call event numbered ``answers``: its text and
   whether the tool reported an error.
 * ``unknown``: the call event ``answers`` was allowed and its fate cannot be
@@ -21,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EventKind = Literal["call", "result", "unknown", "user"]
+EventKind = Literal["call", "judge", "result", "unknown", "user"]
 Judged = Literal["allow", "block", "seen"]
 
 
@@ -38,6 +43,7 @@ class NewEvent(BaseModel):
     answers: int = 0
     content: str = ""
     is_error: bool = False
+    place: tuple[int, int] | None = None  # call and user events: (message number, position in it)
 
 
 class SessionEvent(NewEvent):
@@ -66,3 +72,16 @@ def numbered(events: list[NewEvent] | tuple[NewEvent, ...], last_seq: int, now: 
             answers = out[back].seq
         out.append(SessionEvent(**{**event.model_dump(), "answers": answers}, seq=seq, at=now))
     return out
+
+
+def decisions(events: list[SessionEvent]) -> list[tuple[str, Judged]]:
+    """The guard's decisions in a record, in the order it made them: ``(call id, allow | block)``.
+
+    A decision is a ``judge`` event on a call the host issued, or a ``call``
+    event judged when the host's history did not show the call yet.
+    """
+    return [
+        (event.call_id, event.judged)
+        for event in events
+        if event.kind == "judge" or (event.kind == "call" and event.judged != "seen")
+    ]

@@ -1,12 +1,12 @@
 """The guard's own record of one conversation.
 
 The host's history can be cancelled, timed out, summarised, trimmed or shared;
-the record cannot. Every call the guard judged is in it with its decision, and
-every allowed call with its fate as the guard learns it: answered (a result,
-maybe an error) or **unknown** (cancelled, timed out, the process died).
-What the host's history shows is merged in: a result the record lacks is
-added, nothing the record has is ever removed or changed. The gate reads the
-record (:meth:`Session.view`), so:
+the record cannot. Every call the host issued or the guard judged is in it, with
+the guard's decision, and every allowed call with its fate as the guard learns
+it: answered (a result, maybe an error) or **unknown** (cancelled, timed out,
+the process died). What the host's history shows is merged in: a call or result
+the record lacks is added, nothing the record has is ever removed or changed.
+The gate reads the record (:meth:`Session.view`), so:
 
 * a write the host forgot still counts for every rule that limits repetition;
 * an allowed write with no result (unknown fate, or still running) counts as
@@ -21,11 +21,16 @@ record (:meth:`Session.view`), so:
   integration that ran the call reports a failure with
   :meth:`Session.record_result`.
 
-Order is the order the guard learned things in: a call it judged takes its
-place when judged (writes of a session are serialized, so that is the order
-they ran in), and a call the host ran without asking (a read) takes its place
-when its result is seen. A host call with no result and no decision is not in
-the record yet: it has not run as far as the guard knows.
+**Order is the order the host issued calls in**, never the order results came
+back or calls were judged: every call has a *place*, the host's assistant
+message that issued it (numbered in the session) and its position there
+(:mod:`.hostmerge`). A call the guard judged before the host's history showed it
+takes the next message number. A call issued but never answered nor judged is
+in the record too, as the one-shot reader of the history counts it: a sibling of
+the pending call checked at the same moment elsewhere is not forgotten. The
+gate's view for a pending call holds the calls placed before it
+(:meth:`Session.view`), exactly what reading the history once would hold, plus
+what only the record remembers.
 
 Results are paired as they arrive (a result answers the newest unanswered call
 with its id), so a check costs the same at message 2,000 as at message 50: only
@@ -36,20 +41,21 @@ rewritten).
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from policyguard.trajectory.messages import CallSite, DuplicateCallId, Message, ToolCall, ToolResult, Trajectory
+from policyguard.trajectory.messages import CallSite, DuplicateCallId, ToolCall, ToolResult, Trajectory
 
 from .events import Judged, NewEvent, SessionEvent
+from .hostmerge import TAIL, Batch, HostState, host_start
 from .store import SessionEvicted, SessionStore, check_session_id
 
 _WORD = re.compile(r"[\w.@-]+")
-_TAIL = 3  # host messages that must match to take up the history where the last observe stopped
 
 
 @dataclass
@@ -57,22 +63,23 @@ class _Site:
     call: ToolCall
     seq: int
     judged: Judged
+    place: tuple[int, int]  # (message number, position in it): where the host issued it
     result: ToolResult | None = None
     unknown: str | None = None  # why the fate is unknown
-    visible: int = -1  # its place in the gate's view (-1: blocked, not shown)
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (*self.place, self.seq)
 
 
-@dataclass
-class _HostState:
-    """Where the host's history stood at the last observe (this process only)."""
+class _NoHold:
+    """The hold of a store that needs none (it is only this process's)."""
 
-    count: int = 0
-    tail: list[Message] = field(default_factory=list)  # the last messages ingested (up to _TAIL), oldest first
-    # unanswered host call id -> its record site (from the check that deferred it), ("recorded", site) when
-    # matched by tool and arguments, or the call itself when the record does not have it yet
-    open: dict[str, int | tuple[str, int] | ToolCall] = field(default_factory=dict)
-    answered: set[str] = field(default_factory=set)  # host call ids answered (a second answer is ambiguous)
-    matched: set[int] = field(default_factory=set)  # judged record sites a host call stands for
+    def release(self) -> None:
+        return None
+
+
+_NO_HOLD = _NoHold()
 
 
 class RecordView:
@@ -90,7 +97,7 @@ class RecordView:
         self._sites = sites
         self._said = said
         self._successes = successes
-        self.messages: list[Message] | None = None
+        self.messages: list[Any] | None = None
 
     def call_sites(self) -> list[CallSite]:
         return self._sites
@@ -129,19 +136,21 @@ class Session:
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._seq = 0
-        self._sites: list[_Site] = []
-        self._site_at: dict[int, int] = {}  # call event seq -> index in _sites
+        self.sites: list[_Site] = []
+        self.site_at: dict[int, int] = {}  # call event seq -> index in sites
+        self._order: list[int] = []  # indices of sites, by place (then by when the record learned them)
         self._open: dict[str, int] = {}  # call id -> its newest unanswered site
         self._by_id: dict[str, list[int]] = {}  # call id -> its sites, in order
         self._said: dict[str, int] = {}
-        self._visible: list[CallSite] = []  # what the gate reads: calls not blocked, kept as results arrive
-        self._successes: dict[str, list[ToolResult]] = {}
+        self._message = 0  # the newest message number in the record
         self._running_writes: set[int] = set()  # allowed writes with no result and no unknown fate
         self._turn: object | None = None  # the write check judging now (see claim_writes)
         self._waiting: set[object] = set()  # checks waiting in claim_writes
         self._abandoned: set[object] = set()  # waiting checks released before their turn came
-        self._host = _HostState()
-        self._deferred: set[str] = set()  # pending calls whose host copy judge() will map (checks in flight)
+        self._host = HostState()
+        self._pending: dict[str, int] = {}  # pending call id -> the site of its host copy (checks in flight)
+        self._holds: dict[object, Any] = {}  # check -> the store's hold on this session (see claim)
+        self._released: set[object] = set()  # checks released before their claim finished
         self.evicted: str | None = None
 
     # -- what the guard asks ------------------------------------------------
@@ -158,44 +167,45 @@ class Session:
                 self._apply(event)
 
     def observe(self, trajectory: Trajectory, pending: ToolCall | None = None) -> None:
-        """Merge what the host's history adds (results, with their calls; user messages) into the record.
+        """Merge what the host's history adds (calls at the place they were issued, results, user messages).
 
-        ``pending`` is the call being checked: :meth:`judge` records it with its
-        decision, and its copy in the history then stands for that record.
-        Raises :class:`~policyguard.trajectory.messages.DuplicateCallId` (and records
+        ``pending`` is the call being checked: when the history shows it issued
+        and unanswered, that site is the one :meth:`judge` decides and
+        :meth:`view` cuts at. Raises
+        :class:`~policyguard.trajectory.messages.DuplicateCallId` (and records
         nothing) when the new part of the history pairs ambiguously.
         """
         with self._lock:
             messages = trajectory.messages
-            start = self._host_start(messages)
-            host = self._host
-            batch = _Batch(self, dict(host.open), set(host.answered), set(host.matched))
+            start = host_start(self._host, messages)
+            if start is None:  # nothing we saw is left: read it all; calls the record has are matched, not added
+                self._host, start = HostState(), 0
+            batch = Batch(self, self._host, self._message)
             for index in range(start, len(messages)):
                 batch.take(messages[index])
-            if batch.events:
-                self._append(batch.resolved())
+            added = self._append(batch.resolved()) if batch.events else []
             if messages:
-                self._host = _HostState(
-                    count=len(messages),
-                    tail=list(messages[-_TAIL:]),
-                    open=batch.host_open,
-                    answered=batch.host_answered,
-                    matched=batch.matched,
-                )
-            if pending is not None and self._host_copy(pending):
-                self._deferred.add(pending.id)
+                self._host = batch.settle([event.seq for event in added])
+                self._host.count, self._host.tail = len(messages), list(messages[-TAIL:])
+            if pending is not None:
+                at = self._host.open.get(pending.id)
+                if isinstance(at, int) and self._undecided(self.sites[at], pending):
+                    self._pending[pending.id] = at
+                else:
+                    self._pending.pop(pending.id, None)
 
     def judge(self, call: ToolCall, judged: Judged) -> None:
         """Record the guard's decision on ``call`` (``allow`` or ``block``)."""
         with self._lock:
-            event = NewEvent(kind="call", call_id=call.id, tool=call.name, arguments=call.arguments, judged=judged)
-            (added,) = self._append([event])
-            if call.id in self._deferred:
-                self._deferred.discard(call.id)
-                if self._host_copy(call):  # the host's copy of the call is this site: its result answers it
-                    at = self._site_at[added.seq]
-                    self._host.open[call.id] = at
-                    self._host.matched.add(at)
+            at = self._pending.pop(call.id, None)
+            if at is not None and self._undecided(self.sites[at], call):
+                self._append([NewEvent(kind="judge", call_id=call.id, answers=self.sites[at].seq, judged=judged)])
+                return
+            place = (self._message + 1, 0)  # not issued as far as the record knows: after everything it holds
+            event = NewEvent(
+                kind="call", call_id=call.id, tool=call.name, arguments=call.arguments, judged=judged, place=place
+            )
+            self._append([event])
 
     def record_result(self, call_id: str, content: str, *, is_error: bool = False) -> bool:
         """The fate of the newest unanswered call ``call_id``: executed, with this result (an error result:
@@ -204,7 +214,7 @@ class Session:
             at = self._open.get(call_id)
             if at is None:
                 return False
-            site = self._sites[at]
+            site = self.sites[at]
             self._append(
                 [NewEvent(kind="result", call_id=call_id, answers=site.seq, content=content, is_error=is_error)]
             )
@@ -214,27 +224,52 @@ class Session:
         """The newest unanswered call ``call_id`` may or may not have run (``why``: cancelled, timed out...)."""
         with self._lock:
             at = self._open.get(call_id)
-            if at is None or self._sites[at].unknown is not None:
+            if at is None or self.sites[at].unknown is not None:
                 return False
-            self._append([NewEvent(kind="unknown", call_id=call_id, answers=self._sites[at].seq, content=why)])
+            self._append([NewEvent(kind="unknown", call_id=call_id, answers=self.sites[at].seq, content=why)])
             return True
 
-    def view(self) -> RecordView:
-        """The record as the gate reads it: calls not blocked, in order, with their results."""
+    def view(self, pending: ToolCall | None = None) -> RecordView:
+        """The record as the gate reads it for ``pending``: the calls not blocked, in the order the host
+        issued them, with their results.
+
+        When the host's history shows ``pending`` issued, only the calls placed
+        before it count, as when the history is read once: a later sibling of
+        its message (judged first by a concurrent check) is not taken as having
+        happened before it. A call the host issued that was neither judged nor
+        answered counts while the host's history shows it, as the one-shot
+        reader counts it; a judged or answered one counts always.
+        """
         with self._lock:
-            successes = {tool: list(results) for tool, results in self._successes.items()}
-            return RecordView(list(self._visible), dict(self._said), successes)
+            at = self._pending.get(pending.id) if pending is not None else None
+            cut = self.sites[at].place if at is not None else None
+            shown = {ref for ref in self._host.open.values() if isinstance(ref, int)}
+            sites: list[CallSite] = []
+            successes: dict[str, list[ToolResult]] = {}
+            for index in self._order:
+                site = self.sites[index]
+                if cut is not None and site.place >= cut:
+                    break
+                if site.judged == "block":
+                    continue
+                if site.judged == "seen" and site.result is None and site.unknown is None and index not in shown:
+                    continue  # issued, never judged nor answered, and the history no longer shows it: as one-shot
+                sites.append(CallSite(site.call, site.place, site.result))
+                result = site.result
+                if result is not None and not result.is_error:
+                    successes.setdefault(site.call.name, []).append(result)
+            return RecordView(sites, dict(self._said), successes)
 
     def unsettled(self) -> list[tuple[str, str]]:
         """Allowed writes with no result: ``(tool, why)`` for each (why: the unknown's reason, or still running)."""
         with self._lock:
             return [
                 (site.call.name, site.unknown or "no result yet")
-                for site in self._sites
+                for site in self.sites
                 if site.judged == "allow" and site.result is None and self._is_mutating(site.call.name)
             ]
 
-    def claim_writes(self, turn: object, timeout: float) -> bool:
+    def claim_writes(self, turn: object, timeout: float, pending: ToolCall | None = None) -> bool:
         """Take the session's write turn for one check (``turn``, any object) until :meth:`release_writes`.
 
         Waits until no other check holds the turn and no allowed write is still
@@ -243,13 +278,14 @@ class Session:
         ``timeout`` seconds (the write must not be judged without it) or the
         turn was released while waiting (its check was cancelled). A write
         still running after ``timeout`` no longer delays the turn: it counts as
-        unknown for this check.
+        unknown for this check. A running write that is ``pending`` itself (a
+        check of it again) is not waited for: the check refuses it at once.
         """
         deadline = time.monotonic() + timeout
         with self._changed:
             self._waiting.add(turn)
             try:
-                while turn not in self._abandoned and (self._turn is not None or self._running_writes):
+                while turn not in self._abandoned and (self._turn is not None or self._others_running(pending)):
                     left = deadline - time.monotonic()
                     if left <= 0 and self._turn is None:
                         break
@@ -264,25 +300,90 @@ class Session:
                 self._waiting.discard(turn)
                 self._abandoned.discard(turn)
 
+    def claim(self, turn: object, timeout: float, *, write: bool, pending: ToolCall | None = None) -> bool:
+        """Take this session for one check (``turn``) until :meth:`release`: a write first takes the write
+        turn (:meth:`claim_writes`), then every check takes the store's hold on the session, so the checks of
+        one session are judged one at a time across threads, guards and replicas sharing the store (each
+        store says how: a lock in memory, a file lock beside an SQLite file, an advisory lock in
+        PostgreSQL). Holding it, the record is brought up to date, and a write waits (until ``timeout``) for
+        the fates of writes other replicas allowed. False when the session could not be had in time, or the
+        check was released (cancelled) meanwhile.
+        """
+        deadline = time.monotonic() + timeout
+        if write and not self.claim_writes(turn, timeout, pending):
+            return False
+        hold = self._store_hold(max(0.0, deadline - time.monotonic()))
+        with self._changed:
+            if hold is None or turn in self._released:
+                self._released.discard(turn)
+                if hold is not None:
+                    hold.release()
+                self._release_turn(turn)
+                return False
+            self._holds[turn] = hold
+        if write:
+            self._await_other_writes(deadline, pending)
+        return True
+
+    def holding(self, turn: object) -> bool:
+        """Whether ``turn`` holds this session (:meth:`claim`)."""
+        with self._lock:
+            return turn in self._holds
+
+    def release(self, turn: object) -> None:
+        """End ``turn``'s hold on the session and on the write turn; a check still waiting gives up. Idempotent."""
+        with self._changed:
+            hold = self._holds.pop(turn, None)
+            if hold is None and turn not in self._released and len(self._released) < 10_000:
+                self._released.add(turn)  # a claim still waiting in a worker thread lets go once it gets the hold
+            self._release_turn(turn)
+        if hold is not None:
+            hold.release()
+
     def release_writes(self, turn: object) -> None:
         """End ``turn``'s hold on the write turn; a check still waiting for it gives up. Idempotent."""
         with self._changed:
-            if self._turn is turn:
-                self._turn = None
-                self._changed.notify_all()
-            elif turn in self._waiting:
-                self._abandoned.add(turn)
-                self._changed.notify_all()
+            self._release_turn(turn)
+
+    def _release_turn(self, turn: object) -> None:
+        if self._turn is turn:
+            self._turn = None
+            self._changed.notify_all()
+        elif turn in self._waiting:
+            self._abandoned.add(turn)
+            self._changed.notify_all()
+
+    def _store_hold(self, timeout: float) -> Any:
+        """The store's hold on this session (None: not had in time); a store without holds needs none."""
+        hold = getattr(self.store, "hold", None)
+        if hold is None:
+            return _NO_HOLD
+        return hold(self.id, timeout)
+
+    def _others_running(self, pending: ToolCall | None) -> bool:
+        """Whether an allowed write other than ``pending`` is still running."""
+        if pending is None:
+            return bool(self._running_writes)
+        return any(not self._same_call(self.sites[at].call, pending) for at in self._running_writes)
+
+    def _await_other_writes(self, deadline: float, pending: ToolCall | None) -> None:
+        """Holding the session, wait for the fates of allowed writes still running (another replica's too:
+        their results reach the store without the hold); one still running at ``deadline`` counts as unknown."""
+        self.sync()
+        with self._changed:
+            while self._others_running(pending) and time.monotonic() < deadline:
+                self._changed.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self.sync()
 
     def id_problem(self, call: ToolCall) -> str | None:
         """Why ``call``'s id cannot name a new call in this session, or None."""
         with self._lock:
-            if call.id not in self._deferred and self._answered_in_host(call):
+            if call.id not in self._pending and self._answered_in_host(call):
                 return "was already answered by a tool result"
             at = self._open.get(call.id)
             if at is None:
                 return None
-            site = self._sites[at]
+            site = self.sites[at]
             if (site.call.name, site.call.arguments) != (call.name, call.arguments):
                 return "is used by another call in this session that is not answered"
             if site.judged == "allow":
@@ -291,10 +392,22 @@ class Session:
 
     # -- internals ------------------------------------------------------------
 
-    def _host_copy(self, call: ToolCall) -> bool:
-        """The host's history shows ``call`` unanswered, and the record has not placed it yet."""
-        waiting = self._host.open.get(call.id)
-        return isinstance(waiting, ToolCall) and (waiting.name, waiting.arguments) == (call.name, call.arguments)
+    @staticmethod
+    def _same(a: ToolCall, b: ToolCall) -> bool:
+        return (a.name, a.arguments) == (b.name, b.arguments)
+
+    @staticmethod
+    def _same_call(a: ToolCall, b: ToolCall) -> bool:
+        return a.id == b.id and (a.name, a.arguments) == (b.name, b.arguments)
+
+    def _undecided(self, site: _Site, call: ToolCall) -> bool:
+        """``site`` is ``call`` as the host issued it, still to be judged: not judged, no fate known. (A
+        host call matched to a site already decided is taken as a new call reusing its id and arguments.)"""
+        return site.judged == "seen" and site.result is None and site.unknown is None and self._same(site.call, call)
+
+    def sites_of(self, call_id: str) -> list[int]:
+        """The record's sites of calls with this id, oldest first."""
+        return self._by_id.get(call_id, [])
 
     def _answered_in_host(self, call: ToolCall) -> bool:
         """The host's history shows this very call answered (it ran): checking it again cannot run it again."""
@@ -303,8 +416,8 @@ class Session:
         sites = self._by_id.get(call.id)
         if not sites:
             return False
-        site = self._sites[sites[-1]]  # the newest call of that id
-        return (site.call.name, site.call.arguments) == (call.name, call.arguments) and site.result is not None
+        site = self.sites[sites[-1]]  # the newest call of that id
+        return self._same(site.call, call) and site.result is not None
 
     def _is_pending(self, site: _Site) -> bool:
         """An allowed write of this session still running: no result, not declared unknown."""
@@ -314,31 +427,6 @@ class Session:
             and site.unknown is None
             and self._is_mutating(site.call.name)
         )
-
-    def _host_start(self, messages: list[Message]) -> int:
-        """The first host message the record has not ingested.
-
-        The history goes on from where the last observe stopped when its last
-        messages are still there: at the same place (a loop that appends), or
-        elsewhere (a summary replaced what came before). They are looked for by
-        identity first, then by value; several messages must match, so a
-        repeated message (ids reused, same result) is not taken for the place.
-        """
-        tail = self._host.tail
-        if not tail:
-            return 0
-        count = self._host.count
-        if len(messages) >= count:  # a loop that appended: the tail is where it was
-            where = messages[count - len(tail) : count]
-            if _identical(where, tail) or _equal(where, tail):
-                return count
-        for same in (_identical, _equal):
-            for end in range(len(messages), len(tail) - 1, -1):  # newest place first
-                if same(messages[end - len(tail) : end], tail):
-                    return end
-        # nothing we saw is left: read it all; a judged call it shows stands for its record, the rest is added
-        self._host = _HostState()
-        return 0
 
     def _append(self, events: list[NewEvent]) -> list[SessionEvent]:
         """Append to the store, then apply everything up to and including these events (other replicas' too)."""
@@ -354,24 +442,32 @@ class Session:
     def _apply(self, event: SessionEvent) -> None:
         self._seq = event.seq
         if event.kind == "call":
-            at = len(self._sites)
-            call = ToolCall(id=event.call_id, name=event.tool, arguments=event.arguments)
-            site = _Site(call, event.seq, event.judged)
-            if event.judged != "block":
-                site.visible = len(self._visible)
-                self._visible.append(CallSite(call, (event.seq, 0), None))
-            self._sites.append(site)
+            place = event.place if event.place is not None else (event.seq, 0)  # a record written before places
+            at = len(self.sites)
+            site = _Site(ToolCall(id=event.call_id, name=event.tool, arguments=event.arguments), event.seq,
+                         event.judged, place)  # fmt: skip
+            self.sites.append(site)
+            bisect.insort(self._order, at, key=lambda index: self.sites[index].key)
+            self._message = max(self._message, place[0])
             if self._is_pending(site):
                 self._running_writes.add(at)
-            self._site_at[event.seq] = at
+            self.site_at[event.seq] = at
             self._open[event.call_id] = at
             self._by_id.setdefault(event.call_id, []).append(at)
+        elif event.kind == "judge":
+            at = self.site_at.get(event.answers)  # type: ignore[assignment]
+            if at is None or self.sites[at].judged != "seen":
+                return
+            site = self.sites[at]
+            site.judged = event.judged
+            if self._is_pending(site):
+                self._running_writes.add(at)
         elif event.kind in ("result", "unknown"):
-            answered = self._site_at.get(event.answers)
+            answered = self.site_at.get(event.answers)
             if answered is None:
                 return
             at = answered
-            site = self._sites[at]
+            site = self.sites[at]
             if site.result is not None:
                 return
             self._running_writes.discard(at)
@@ -379,118 +475,13 @@ class Session:
                 site.unknown = event.content or "unknown"
                 return
             site.result = ToolResult(
-                call=site.call, content=event.content, is_error=event.is_error, index=event.seq, order=(site.seq, 0)
+                call=site.call, content=event.content, is_error=event.is_error, index=event.seq, order=site.place
             )
             site.unknown = None
-            if site.visible >= 0:
-                self._visible[site.visible] = CallSite(site.call, (site.seq, 0), site.result)
-                if not event.is_error:
-                    self._successes.setdefault(site.call.name, []).append(site.result)
             if self._open.get(site.call.id) == at:
                 del self._open[site.call.id]
         elif event.kind == "user":
+            place = event.place if event.place is not None else (event.seq, 0)
+            self._message = max(self._message, place[0])
             for word in _WORD.findall(event.content):
-                self._said.setdefault(word.rstrip("."), event.seq)
-
-
-class _Batch:
-    """The events one observe adds, computed before anything is appended (an ambiguity appends nothing)."""
-
-    def __init__(self, session: Session, host_open: dict[str, Any], answered: set[str], matched: set[int]) -> None:
-        self.session = session
-        self.host_open: dict[str, Any] = host_open
-        self.host_answered = answered
-        self.matched = matched
-        self.events: list[dict[str, Any]] = []  # NewEvent fields; 'answers' may be ("new", k): the batch's k-th event
-
-    def take(self, message: Message) -> None:
-        if message.role == "user" and message.content:
-            self.events.append({"kind": "user", "content": message.content})
-        elif message.role == "assistant":
-            ids = [call.id for call in message.tool_calls]
-            for call in message.tool_calls:
-                if ids.count(call.id) > 1:
-                    raise DuplicateCallId(call.id, "is used twice in one message")
-                if call.id in self.host_open:
-                    raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
-                self.host_answered.discard(call.id)
-                recorded = self._recorded_site(call)
-                self.host_open[call.id] = ("recorded", recorded) if recorded is not None else call
-        elif message.role == "tool" and message.tool_call_id is not None:
-            self._answer(message)
-
-    def _recorded_site(self, call: ToolCall) -> int | None:
-        """The record site this host call stands for, if the record has it: the oldest not yet matched with
-        the same id, tool and arguments (not a blocked one).
-
-        A session object that did not ingest the history itself (another
-        replica, or one rebuilt from the store) reads it from the start: its
-        calls are matched to the record instead of added twice. Matching by id,
-        tool and arguments can take a new call for an old one that reused all
-        three; its result is then not taken (the old one has its own) and an
-        allowed call stays counted, which errs towards blocking.
-        """
-        session = self.session
-        for at in session._by_id.get(call.id, ()):
-            site = session._sites[at]
-            if at in self.matched or site.judged == "block":
-                continue
-            if (site.call.name, site.call.arguments) == (call.name, call.arguments):
-                self.matched.add(at)
-                return at
-        return None
-
-    def _answer(self, message: Message) -> None:
-        call_id = message.tool_call_id
-        assert call_id is not None
-        target = self.host_open.pop(call_id, None)
-        if target is None:
-            if call_id in self.host_answered:
-                raise DuplicateCallId(call_id, "has two results")
-            return  # answers no call the host showed: not trusted
-        self.host_answered.add(call_id)
-        answers: Any
-        if isinstance(target, tuple):
-            target = target[1]
-        if isinstance(target, int):
-            site = self.session._sites[target]
-            if site.result is not None or site.unknown is not None:
-                return  # the record has its answer, or knows nobody can tell: the host's history cannot change it
-            if message.is_error and site.judged == "allow":
-                # A failure the host's history claims for an allowed call is not taken: ids, tools and arguments
-                # can all repeat, so it may be another call's error, and taking it would un-count a write that
-                # may have run. The integration that ran the call reports failures (record_result).
-                return
-            answers = self.session._sites[target].seq
-        else:  # a call the host ran without asking: it enters the record with its result
-            self.events.append(
-                {"kind": "call", "call_id": target.id, "tool": target.name, "arguments": target.arguments}
-            )
-            answers = ("new", len(self.events) - 1)
-        self.events.append(
-            {
-                "kind": "result",
-                "call_id": call_id,
-                "answers": answers,
-                "content": message.content or "",
-                "is_error": message.is_error,
-            }
-        )
-
-    def resolved(self) -> list[NewEvent]:
-        """The events, with a reference to a call of this batch as a negative ``answers`` (that many back)."""
-        out: list[NewEvent] = []
-        for fields in self.events:
-            answers = fields.get("answers")
-            if isinstance(answers, tuple):
-                fields = {**fields, "answers": answers[1] - len(out)}
-            out.append(NewEvent(**fields))
-        return out
-
-
-def _identical(found: list[Message], tail: list[Message]) -> bool:
-    return len(found) == len(tail) and all(a is b for a, b in zip(found, tail, strict=True))
-
-
-def _equal(found: list[Message], tail: list[Message]) -> bool:
-    return len(found) == len(tail) and all(a is b or a == b for a, b in zip(found, tail, strict=True))
+                self._said.setdefault(word.rstrip("."), place[0])

@@ -25,6 +25,7 @@ from agents.memory import SessionSettings  # noqa: E402
 
 from policyguard import Guard  # noqa: E402
 from policyguard.integrations.agents_sdk import guard_agent, guarded_session  # noqa: E402
+from policyguard.session.events import decisions as record_decisions  # noqa: E402
 
 from .test_agents_sdk import NO_TRACING, ScriptedAgentModel, call, decisions, say  # noqa: E402
 
@@ -99,7 +100,7 @@ def test_a_certificate_outside_the_session_window_blocks_a_second_one():
     assert not sent_to_model(model, "c1") and sent_to_model(model, "c2")  # the window dropped the first send
     [decision] = decisions(result)
     assert decision.outcome == "block" and ONCE in (decision.message or "")
-    assert [e.judged for e in guard.sessions.session_events("conv-1") if e.kind == "call"] == ["allow", "block"]
+    assert [judged for _, judged in record_decisions(guard.sessions.session_events("conv-1"))] == ["allow", "block"]
 
 
 def test_runs_without_a_session_do_not_share_a_record():

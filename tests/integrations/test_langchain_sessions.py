@@ -31,6 +31,7 @@ from langgraph.types import Command, interrupt  # noqa: E402
 
 from policyguard import Guard  # noqa: E402
 from policyguard.integrations.langchain import PolicyGuardMiddleware  # noqa: E402
+from policyguard.session.events import decisions
 
 from .test_langchain import call, scripted_chat_model, tool_message, turns  # noqa: E402
 
@@ -118,7 +119,7 @@ def test_a_certificate_summarised_out_of_the_thread_blocks_a_second_one(asynchro
     blocked = tool_message(out, "c2")
     assert blocked.status == "error" and ONCE in blocked.content
     assert not shown(model, "c1")  # the first certificate was summarised away before the model asked again
-    assert [e.judged for e in guard.sessions.session_events("t1") if e.kind == "call"] == ["allow", "block"]
+    assert [judged for _, judged in decisions(guard.sessions.session_events("t1"))] == ["allow", "block"]
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])

@@ -161,7 +161,7 @@ def test_an_evicted_session_refuses_writes_and_says_why_but_reads_pass():
 
 
 def test_a_full_session_refuses_writes():
-    guard = make_guard(sessions=MemorySessionStore(max_events=2))  # the read and its result fill it
+    guard = make_guard(sessions=MemorySessionStore(max_events=3))  # the read issued, judged and answered fills it
     session = guard.session()
     history: list[Message] = []
     run(guard, session, history, call("r1", "get_account", account_id="A1"), {"account_id": "A1", "limit": 1})
