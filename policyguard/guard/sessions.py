@@ -91,9 +91,9 @@ class SessionBridge:
         from policyguard.session import SessionError
 
         mutating = self.mutating(call.name)
-        wait_s = self.settings.session_wait_s
+        wait_s = self.settings.session_wait_s if mutating else min(self.settings.session_wait_s, _READ_WAIT_S)
         try:
-            claimed = record.claim(turn, wait_s if mutating else min(wait_s, _READ_WAIT_S), write=mutating, pending=call)
+            claimed = record.claim(turn, wait_s, write=mutating, pending=call)
         except Exception as exc:  # a store that cannot lock or read the session vouches for nothing
             if not mutating:
                 return Decision.allow("read_only", **ids), None
