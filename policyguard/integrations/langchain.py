@@ -64,6 +64,7 @@ checked.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 import uuid
@@ -81,7 +82,9 @@ try:
     from langchain_core.messages import ToolCall as LangChainToolCall
     from langchain_core.messages import ToolMessage
     from langgraph.channels.untracked_value import UntrackedValue
+    from langgraph.config import get_config
     from langgraph.errors import GraphInterrupt
+    from langgraph.managed.is_last_step import RemainingStepsManager
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -95,6 +98,8 @@ from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .langchain_seed import REMAINING_KEY, UNSEEDED_KEY, hooks_before, order_error, seed
+
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
 
 INVOCATION_KEY = "policyguard_session"
@@ -102,9 +107,15 @@ _INTERRUPTS_KEPT = 1024
 
 
 class _GuardState(AgentState):  # type: ignore[type-arg]
-    """The agent state with the invocation's session id: set by the middleware, never by a caller, never saved."""
+    """The agent state with the middleware's private keys: set by it (or LangGraph), never by a caller, never saved.
+
+    ``policyguard_session``: the invocation's session id; ``policyguard_unseeded``: why the record could not
+    take the messages passed in; ``policyguard_remaining_steps``: LangGraph's count (the manager comes last).
+    """
 
     policyguard_session: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+    policyguard_unseeded: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+    policyguard_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, RemainingStepsManager]]
 
 
 class GuardHalted(Exception):
@@ -133,11 +144,34 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self._lock = threading.Lock()
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Give the invocation its own session id (used when the run has no thread id)."""
-        return None if _state_value(state, INVOCATION_KEY) else {INVOCATION_KEY: uuid.uuid4().hex}
+        """Seed the conversation's record with the messages passed in, before any other hook can rewrite them.
+
+        The invocation gets its own session id (used when the run has no
+        thread id). Raises :class:`~policyguard.errors.ConfigError` when another
+        ``before_agent`` hook ran first.
+        """
+        update, session = self._begin(state, runtime)
+        return _seeded(update, seed(self.guard, session, state))
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
+        """Async :meth:`before_agent`: the record (maybe a database) is written in a worker thread."""
+        update, session = self._begin(state, runtime)
+        return _seeded(update, await asyncio.to_thread(seed, self.guard, session, state))
+
+    def _begin(self, state: Any, runtime: Any) -> tuple[dict[str, Any], str]:
+        """The invocation id to put in the state (if it has none) and the session to seed."""
+        try:
+            config: Mapping[str, Any] | None = get_config()
+        except RuntimeError:  # called outside a LangGraph run: nothing says what ran before
+            config = None
+        before = hooks_before(state, config)
+        if before:
+            raise order_error(before)
+        invocation = _state_value(state, INVOCATION_KEY)
+        update: dict[str, Any] = {}
+        if not (isinstance(invocation, str) and invocation):
+            invocation = update[INVOCATION_KEY] = uuid.uuid4().hex
+        return update, _thread_id(runtime, config) or invocation
 
     def wrap_tool_call(
         self,
@@ -195,6 +229,9 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         trajectory, refusal = _read_state(request)
         if trajectory is None:
             return _error_message(request, refusal)
+        unseeded = _state_value(request.state, UNSEEDED_KEY)
+        if unseeded:
+            return _error_message(request, _unchecked(f"the guard's record of it could not be started: {unseeded}"))
         return call, trajectory, _session_id(request)
 
     def _act(self, request: ToolCallRequest, call: ToolCall, decision: Decision) -> Any:
@@ -278,15 +315,27 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 def _session_id(request: ToolCallRequest) -> str | None:
     """The guard session of the request's conversation: its thread id, else its invocation's id, else None."""
     runtime = request.runtime
-    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
-    if thread is None:
-        config = getattr(runtime, "config", None)
-        configurable = config.get("configurable") if isinstance(config, Mapping) else None
-        thread = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
-    if thread is not None and str(thread):
-        return str(thread)
+    thread = _thread_id(runtime, getattr(runtime, "config", None))
+    if thread is not None:
+        return thread
     invocation = _state_value(request.state, INVOCATION_KEY)
     return invocation if isinstance(invocation, str) and invocation else None
+
+
+def _thread_id(runtime: Any, config: Any) -> str | None:
+    """The run's thread id (what a checkpointer keys the conversation by), or None."""
+    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
+    if thread is None:
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        thread = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    return str(thread) if thread is not None and str(thread) else None
+
+
+def _seeded(update: dict[str, Any], problem: str | None) -> dict[str, Any] | None:
+    """The state update of ``before_agent``: the invocation id it made, and why seeding failed (if it did)."""
+    if problem is not None:
+        update[UNSEEDED_KEY] = problem
+    return update or None
 
 
 def _state_value(state: Any, key: str) -> Any:
@@ -336,10 +385,14 @@ def _read_state(request: ToolCallRequest) -> tuple[Trajectory | None, str]:
             raise FormatError("the agent state has no message list")
         return read_langchain(list(messages)), ""
     except FormatError as exc:
-        return None, (
-            f"Error: the call was not run because the conversation could not be checked ({exc}). "
-            "Do not retry it; tell the user it cannot be completed now."
-        )
+        return None, _unchecked(str(exc))
+
+
+def _unchecked(why: str) -> str:
+    return (
+        f"Error: the call was not run because the conversation could not be checked ({why}). "
+        "Do not retry it; tell the user it cannot be completed now."
+    )
 
 
 def _as_langchain_call(call: ToolCall) -> LangChainToolCall:
