@@ -98,7 +98,7 @@ from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
-from .langchain_seed import REMAINING_KEY, UNSEEDED_KEY, hooks_before, order_error, seed
+from .langchain_seed import UNSEEDED_KEY, hooks_before, order_error, seed
 
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
 
