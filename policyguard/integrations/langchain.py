@@ -98,7 +98,7 @@ from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
-from .langchain_seed import UNSEEDED_KEY, hooks_before, order_error, seed
+from .langchain_seed import UNSEEDED_KEY, hooks_before, order_error, seed, skipped_error
 
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
 
@@ -232,7 +232,10 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         unseeded = _state_value(request.state, UNSEEDED_KEY)
         if unseeded:
             return _error_message(request, _unchecked(f"the guard's record of it could not be started: {unseeded}"))
-        return call, trajectory, _session_id(request)
+        session = _session_id(request)
+        if session is None:  # no thread id, and this middleware's before_agent did not run: nothing was seeded
+            raise skipped_error()
+        return call, trajectory, session
 
     def _act(self, request: ToolCallRequest, call: ToolCall, decision: Decision) -> Any:
         """The block's ToolMessage, a halt, or (allow) the request to run with exactly the checked call."""

@@ -49,6 +49,15 @@ def order_error(count: int) -> ConfigError:
     )
 
 
+def skipped_error() -> ConfigError:
+    """The one-line refusal of a write in a run without a thread id whose ``before_agent`` hook did not run."""
+    return ConfigError(
+        "PolicyGuardMiddleware's before_agent hook did not run in this invocation (a hook ahead of it jumped past it, "
+        "or the middleware is used outside create_agent), so its record lacks the messages passed in; list "
+        "PolicyGuardMiddleware first among the middleware with a before_agent hook"
+    )
+
+
 def seed(guard: Guard, session_id: str, state: Any) -> str | None:
     """Merge the state's messages into session ``session_id``'s record; why it could not, or None.
 

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent  # noqa: E402
-from langchain.agents.middleware import AgentMiddleware  # noqa: E402
+from langchain.agents.middleware import AgentMiddleware, hook_config  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph.message import REMOVE_ALL_MESSAGES  # noqa: E402
@@ -197,3 +197,24 @@ def test_the_order_is_read_the_same_under_any_recursion_limit(limit):
     )
     with pytest.raises(ConfigError, match="1 before_agent hook ran before it"):
         second.invoke({"messages": earlier()}, config)
+
+
+class Shortcut(AgentMiddleware):  # type: ignore[type-arg]
+    """A ``before_agent`` hook that jumps straight to the model, past every hook after it."""
+
+    @hook_config(can_jump_to=["model"])
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return {"jump_to": "model"}
+
+
+def test_a_write_in_a_run_whose_seed_was_jumped_past_is_refused_in_one_line():
+    """No thread id and the guard's before_agent never ran: nothing vouches for the messages passed in."""
+    guard, desk = make_guard(), Desk()
+    read = call("r1", "get_user", user_id="u1")
+    model = scripted_chat_model(turns([read], [certificate("c1")]))
+    agent = create_agent(model, desk.tools, middleware=[Shortcut(), PolicyGuardMiddleware(guard)])
+    with pytest.raises(ConfigError) as refused:
+        agent.invoke({"messages": earlier()})
+    assert "\n" not in str(refused.value) and "before_agent hook did not run" in str(refused.value)
+    assert answer(model, "r1").status == "success"  # a read still runs: it needs no record
+    assert desk.sent == []
