@@ -40,11 +40,27 @@ session is keyed by
 - without one, **the invocation**: a fresh id the middleware puts in the agent
   state at ``before_agent``, private and not checkpointed (callers cannot set
   it). Invocations without a thread id never share a record, even through one
-  middleware instance; a conversation continued by passing its messages to a
-  new ``invoke`` starts a new record that reads them.
+  middleware instance.
 
-A state this middleware did not prepare (no thread id, no invocation id: its
-``before_agent`` did not run) gets a one-shot check on the state's messages.
+**The messages passed in are seeded first** (:mod:`.langchain_seed`): at
+``before_agent``, which LangChain runs once per invocation before any
+``before_model`` hook (``SummarizationMiddleware`` rewrites messages there),
+the state's messages go into the session's record. So a write present in the
+messages passed to ``invoke`` always counts, with or without a thread id, and
+a conversation continued by passing its messages to a new ``invoke`` keeps
+every write they show. Where that cannot be promised, the run is refused:
+
+- another ``before_agent`` hook ran before this one (it is listed ahead in
+  ``middleware=[...]`` and could rewrite the messages first): ``before_agent``
+  raises a one-line :class:`~policyguard.errors.ConfigError` before the model
+  is called. The hooks are counted with LangGraph's ``RemainingSteps``, so the
+  check cannot tell a harmless hook from one that rewrites: any is refused;
+- a write in a run without a thread id whose ``before_agent`` did not run (a
+  hook ahead of it jumped past it, or the middleware is used outside
+  ``create_agent``): the write raises the same kind of error;
+- the record cannot take the messages passed in (they pair ambiguously, or the
+  session store fails): every write of the invocation is answered with an
+  error ``ToolMessage``, even once a summary has removed the cause.
 
 Each allowed call's fate goes into the record: the handler's ``ToolMessage``
 (``status="error"`` or text starting with ``"Error:"`` marks a failure), or
@@ -57,9 +73,12 @@ A tool that calls ``interrupt()`` is recorded as *unknown* while it waits; when
 the run is resumed the same call (same id and arguments) runs again without a
 second check, in the same process.
 
-Order: middleware listed first wraps the others. Put this middleware **last** in
-``middleware=[...]`` so no other middleware can change a call after it was
-checked.
+Order: list this middleware **after** every middleware that wraps tool calls
+(the one listed first wraps the others, so none can change a call after it was
+checked) and **before** every middleware with a ``before_agent`` hook (refused
+otherwise, above). A middleware with both hooks cannot satisfy both: its
+``before_agent`` must come after the guard's, so its tool-call wrapper runs
+inside the guard's and is trusted not to change a checked call.
 """
 
 from __future__ import annotations

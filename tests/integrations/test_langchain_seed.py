@@ -152,12 +152,20 @@ def test_each_invocation_without_a_thread_id_is_seeded_with_its_own_messages_onl
 # -- what cannot be promised is refused ----------------------------------------------
 
 
+class Harmless(AgentMiddleware):  # type: ignore[type-arg]
+    """A ``before_agent`` hook that changes nothing: the guard cannot see that, so it is refused all the same."""
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+
 @THREADS
 @MODES
-def test_a_before_agent_hook_listed_before_the_guard_is_refused_before_the_model_runs(thread, asynchronous):
+@pytest.mark.parametrize("hook", [Forgetful, Harmless])
+def test_a_before_agent_hook_listed_before_the_guard_is_refused_before_the_model_runs(hook, thread, asynchronous):
     guard, desk = make_guard(), Desk()
     model = scripted_chat_model(turns([certificate("c1")]))
-    agent = agent_for(guard, desk, model, Forgetful(), PolicyGuardMiddleware(guard), thread=thread)
+    agent = agent_for(guard, desk, model, hook(), PolicyGuardMiddleware(guard), thread=thread)
     with pytest.raises(ConfigError) as refused:
         run(agent, earlier(), asynchronous=asynchronous, thread=thread)
     message = str(refused.value)
