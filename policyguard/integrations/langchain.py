@@ -40,11 +40,27 @@ session is keyed by
 - without one, **the invocation**: a fresh id the middleware puts in the agent
   state at ``before_agent``, private and not checkpointed (callers cannot set
   it). Invocations without a thread id never share a record, even through one
-  middleware instance; a conversation continued by passing its messages to a
-  new ``invoke`` starts a new record that reads them.
+  middleware instance.
 
-A state this middleware did not prepare (no thread id, no invocation id: its
-``before_agent`` did not run) gets a one-shot check on the state's messages.
+**The messages passed in are seeded first** (:mod:`.langchain_seed`): at
+``before_agent``, which LangChain runs once per invocation before any
+``before_model`` hook (``SummarizationMiddleware`` rewrites messages there),
+the state's messages go into the session's record. So a write present in the
+messages passed to ``invoke`` always counts, with or without a thread id, and
+a conversation continued by passing its messages to a new ``invoke`` keeps
+every write they show. Where that cannot be promised, the run is refused:
+
+- another ``before_agent`` hook ran before this one (it is listed ahead in
+  ``middleware=[...]`` and could rewrite the messages first): ``before_agent``
+  raises a one-line :class:`~policyguard.errors.ConfigError` before the model
+  is called. The hooks are counted with LangGraph's ``RemainingSteps``, so the
+  check cannot tell a harmless hook from one that rewrites: any is refused;
+- a write in a run without a thread id whose ``before_agent`` did not run (a
+  hook ahead of it jumped past it, or the middleware is used outside
+  ``create_agent``): the write raises the same kind of error;
+- the record cannot take the messages passed in (they pair ambiguously, or the
+  session store fails): every write of the invocation is answered with an
+  error ``ToolMessage``, even once a summary has removed the cause.
 
 Each allowed call's fate goes into the record: the handler's ``ToolMessage``
 (``status="error"`` or text starting with ``"Error:"`` marks a failure), or
@@ -57,13 +73,17 @@ A tool that calls ``interrupt()`` is recorded as *unknown* while it waits; when
 the run is resumed the same call (same id and arguments) runs again without a
 second check, in the same process.
 
-Order: middleware listed first wraps the others. Put this middleware **last** in
-``middleware=[...]`` so no other middleware can change a call after it was
-checked.
+Order: list this middleware **after** every middleware that wraps tool calls
+(the one listed first wraps the others, so none can change a call after it was
+checked) and **before** every middleware with a ``before_agent`` hook (refused
+otherwise, above). A middleware with both hooks cannot satisfy both: its
+``before_agent`` must come after the guard's, so its tool-call wrapper runs
+inside the guard's and is trusted not to change a checked call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 import uuid
@@ -81,7 +101,9 @@ try:
     from langchain_core.messages import ToolCall as LangChainToolCall
     from langchain_core.messages import ToolMessage
     from langgraph.channels.untracked_value import UntrackedValue
+    from langgraph.config import get_config
     from langgraph.errors import GraphInterrupt
+    from langgraph.managed.is_last_step import RemainingStepsManager
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -95,6 +117,8 @@ from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .langchain_seed import UNSEEDED_KEY, hooks_before, order_error, seed, skipped_error
+
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
 
 INVOCATION_KEY = "policyguard_session"
@@ -102,9 +126,15 @@ _INTERRUPTS_KEPT = 1024
 
 
 class _GuardState(AgentState):  # type: ignore[type-arg]
-    """The agent state with the invocation's session id: set by the middleware, never by a caller, never saved."""
+    """The agent state with the middleware's private keys: set by it (or LangGraph), never by a caller, never saved.
+
+    ``policyguard_session``: the invocation's session id; ``policyguard_unseeded``: why the record could not
+    take the messages passed in; ``policyguard_remaining_steps``: LangGraph's count (the manager comes last).
+    """
 
     policyguard_session: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+    policyguard_unseeded: NotRequired[Annotated[str, UntrackedValue, PrivateStateAttr]]
+    policyguard_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, RemainingStepsManager]]
 
 
 class GuardHalted(Exception):
@@ -133,11 +163,34 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self._lock = threading.Lock()
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Give the invocation its own session id (used when the run has no thread id)."""
-        return None if _state_value(state, INVOCATION_KEY) else {INVOCATION_KEY: uuid.uuid4().hex}
+        """Seed the conversation's record with the messages passed in, before any other hook can rewrite them.
+
+        The invocation gets its own session id (used when the run has no
+        thread id). Raises :class:`~policyguard.errors.ConfigError` when another
+        ``before_agent`` hook ran first.
+        """
+        update, session = self._begin(state, runtime)
+        return _seeded(update, seed(self.guard, session, state))
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
+        """Async :meth:`before_agent`: the record (maybe a database) is written in a worker thread."""
+        update, session = self._begin(state, runtime)
+        return _seeded(update, await asyncio.to_thread(seed, self.guard, session, state))
+
+    def _begin(self, state: Any, runtime: Any) -> tuple[dict[str, Any], str]:
+        """The invocation id to put in the state (if it has none) and the session to seed."""
+        try:
+            config: Mapping[str, Any] | None = get_config()
+        except RuntimeError:  # called outside a LangGraph run: nothing says what ran before
+            config = None
+        before = hooks_before(state, config)
+        if before:
+            raise order_error(before)
+        invocation = _state_value(state, INVOCATION_KEY)
+        update: dict[str, Any] = {}
+        if not (isinstance(invocation, str) and invocation):
+            invocation = update[INVOCATION_KEY] = uuid.uuid4().hex
+        return update, _thread_id(runtime, config) or invocation
 
     def wrap_tool_call(
         self,
@@ -195,7 +248,13 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         trajectory, refusal = _read_state(request)
         if trajectory is None:
             return _error_message(request, refusal)
-        return call, trajectory, _session_id(request)
+        unseeded = _state_value(request.state, UNSEEDED_KEY)
+        if unseeded:
+            return _error_message(request, _unchecked(f"the guard's record of it could not be started: {unseeded}"))
+        session = _session_id(request)
+        if session is None:  # no thread id, and this middleware's before_agent did not run: nothing was seeded
+            raise skipped_error()
+        return call, trajectory, session
 
     def _act(self, request: ToolCallRequest, call: ToolCall, decision: Decision) -> Any:
         """The block's ToolMessage, a halt, or (allow) the request to run with exactly the checked call."""
@@ -278,15 +337,27 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 def _session_id(request: ToolCallRequest) -> str | None:
     """The guard session of the request's conversation: its thread id, else its invocation's id, else None."""
     runtime = request.runtime
-    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
-    if thread is None:
-        config = getattr(runtime, "config", None)
-        configurable = config.get("configurable") if isinstance(config, Mapping) else None
-        thread = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
-    if thread is not None and str(thread):
-        return str(thread)
+    thread = _thread_id(runtime, getattr(runtime, "config", None))
+    if thread is not None:
+        return thread
     invocation = _state_value(request.state, INVOCATION_KEY)
     return invocation if isinstance(invocation, str) and invocation else None
+
+
+def _thread_id(runtime: Any, config: Any) -> str | None:
+    """The run's thread id (what a checkpointer keys the conversation by), or None."""
+    thread = getattr(getattr(runtime, "execution_info", None), "thread_id", None)
+    if thread is None:
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        thread = configurable.get("thread_id") if isinstance(configurable, Mapping) else None
+    return str(thread) if thread is not None and str(thread) else None
+
+
+def _seeded(update: dict[str, Any], problem: str | None) -> dict[str, Any] | None:
+    """The state update of ``before_agent``: the invocation id it made, and why seeding failed (if it did)."""
+    if problem is not None:
+        update[UNSEEDED_KEY] = problem
+    return update or None
 
 
 def _state_value(state: Any, key: str) -> Any:
@@ -336,10 +407,14 @@ def _read_state(request: ToolCallRequest) -> tuple[Trajectory | None, str]:
             raise FormatError("the agent state has no message list")
         return read_langchain(list(messages)), ""
     except FormatError as exc:
-        return None, (
-            f"Error: the call was not run because the conversation could not be checked ({exc}). "
-            "Do not retry it; tell the user it cannot be completed now."
-        )
+        return None, _unchecked(str(exc))
+
+
+def _unchecked(why: str) -> str:
+    return (
+        f"Error: the call was not run because the conversation could not be checked ({why}). "
+        "Do not retry it; tell the user it cannot be completed now."
+    )
 
 
 def _as_langchain_call(call: ToolCall) -> LangChainToolCall:
