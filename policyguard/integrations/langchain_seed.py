@@ -71,8 +71,14 @@ def seed(guard: Guard, session_id: str, state: Any) -> str | None:
             raise FormatError("the agent state has no message list")
         trajectory = read_langchain(list(messages))
         record = guard.session(session_id)
-        record.sync()
-        record.observe(trajectory)
+        turn = object()  # the record is merged holding the session, as a check merges it
+        if not record.claim(turn, guard.session_wait_s, write=False):
+            return "the guard's record of this conversation was busy for too long"
+        try:
+            record.sync()
+            record.observe(trajectory)
+        finally:
+            record.release(turn)
     except (FormatError, DuplicateCallId) as exc:
         return f"the messages passed in cannot be read faithfully: {exc}"
     except Exception as exc:  # a store that cannot take them vouches for nothing
