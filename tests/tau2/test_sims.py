@@ -69,8 +69,14 @@ JSON_KEYS = {
     "compliant_blocked_by_class",
     "seconds",
     "by_requirement",
+    "raw",
+    "settled",
+    "set_apart",
+    "excluded_tasks",
+    "retasked_simulations",
     "calls",
 }
+RATE_KEYS = ("raw", "settled", "set_apart", "excluded_tasks", "retasked_simulations")
 
 
 # -- synthetic results on the shop checklist ---------------------------------------
@@ -207,7 +213,8 @@ def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) ->
     counts = {
         k: v
         for k, v in summary.items()
-        if k not in ("calls", "by_requirement", "compliant_blocked_by_class", "seconds") and "violation" not in k
+        if k not in ("calls", "by_requirement", "compliant_blocked_by_class", "seconds", *RATE_KEYS)
+        and "violation" not in k
     }
     assert summary["seconds"] >= 0 and summary["violation_writes"] == summary["violation_blocked"] == 0
     assert counts == {
@@ -233,6 +240,11 @@ def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) ->
     }
     assert summary["by_requirement"] == {"refund.ceiling": 2, "refund.owner": 1, "<unknown_tool>": 1}
     assert synthetic.count("contradicting_gold") == 1  # D's refund of O9: task 9's gold contradicts the policy
+    # Nothing here ran twice or was refused; D (task 9, excluded) made no compliant write: settled == raw.
+    figures = {"writes": 6, "blocked": 3, "blocked_hard": 2, "blocked_read_first": 1, "blocked_share": 0.5}
+    assert summary["raw"] == summary["settled"] == figures
+    assert [(row["task"], row["simulations"], row["writes"]) for row in summary["excluded_tasks"]] == [("9", 1, 2)]
+    assert summary["retasked_simulations"] == 0
 
 
 def test_each_write_carries_its_label_outcome_and_kind_of_block(synthetic: SimsReport) -> None:
