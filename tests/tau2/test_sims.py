@@ -692,6 +692,13 @@ def test_random_runs_every_write_is_counted_once_and_the_gate_never_lets_an_unpr
         == sum(report.count(label) for label in ("gold", "contradicting_gold", "extra", "non_gold"))
     )
     assert summary["gold_blocked_hard"] <= summary["gold_blocked"] <= summary["gold_writes"]
+    # settled = raw less what is set apart, and (no task here lists a gold write twice) no write counts twice
+    for figure in ("writes", "blocked", "blocked_hard"):
+        apart = sum(row[figure] for row in summary["set_apart"].values())
+        assert summary["raw"][figure] == summary["settled"][figure] + apart
+    settled = [(c.simulation, c.tool, json.dumps(c.arguments, sort_keys=True)) for c in report.calls]
+    settled = [key for key, c in zip(settled, report.calls, strict=True) if c.counted_as == "compliant"]
+    assert len(settled) == len(set(settled))
     blocked = [c for c in report.calls if c.blocked]
     assert sum(summary["by_requirement"].values()) >= len(blocked)
     for call in report.calls:

@@ -232,7 +232,7 @@ class SimsReplay:
                     compliant=label in COMPLIANT,
                     excluded=task_id in self.excluded,
                     refused=refused,
-                    repeat=repeat or (matched and gold is None),
+                    repeat=gold is None if matched else repeat,  # gold one to one, any other write once
                 )
                 out.append(
                     SimCall(
