@@ -1,4 +1,4 @@
-"""The settled rate of ``bench sims`` (issue 31): which compliant writes count, and which are set apart.
+"""The settled rate of ``bench sims``: which compliant writes count, and which are set apart.
 
 Raw counts every write labelled gold or extra. Settled leaves out, and reports apart,
 (1) a write that ran before: gold is matched one to one, so the second execution of a
@@ -169,7 +169,7 @@ def test_every_excluded_sentence_is_in_the_installed_policy_and_every_task_has_g
         actions = tasks[task_id].evaluation_criteria.actions or []
         assert any(a.requestor == "assistant" and a.name in data.write_tools for a in actions), (domain, task_id)
     if domain == "airline":
-        assert {"29", "33"} <= set(EXCLUDED_TASKS[domain])  # the two the issue names
+        assert {"29", "33"} <= set(EXCLUDED_TASKS[domain])  # the two found by the offline replay
 
 
 # -- the four shared real runs: the figures docs/benchmarks.md quotes -------------------

@@ -1,7 +1,7 @@
 """The two rates ``bench sims`` reports: how many compliant writes the guard blocks, raw and settled.
 
 *Raw* counts every write labelled compliant (gold, extra, or compliant in a label
-file) as labelled. *Settled* (issue 31) is the figure to quote: it sets three kinds
+file) as labelled. *Settled* is the figure to quote: it sets three kinds
 of write apart, each counted and shown on its own, never silently dropped:
 
 * ``excluded_task`` - any write of a task whose gold contradicts the written policy
