@@ -149,7 +149,8 @@ class SimsReplay:
                 reward = _reward(sim)
                 rewarded += reward == 1.0
                 retasked += task != str(sim.task_id)
-                excluded_sims[task] += task in self.excluded
+                if task in self.excluded:
+                    excluded_sims[task] += 1
                 calls += self.replay_simulation(source.name, sim, reward, file_tasks, task=task)
         self._check_labels_used()
         return SimsReport(
@@ -165,7 +166,6 @@ class SimsReplay:
             excluded=[
                 ExcludedTask(task=task, simulations=n, **self.excluded[task].model_dump())
                 for task, n in sorted(excluded_sims.items(), key=lambda kv: task_order(kv[0]))
-                if n
             ],
             calls=calls,
             runtime_s=round(time.perf_counter() - started, 3),
