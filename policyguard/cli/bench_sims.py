@@ -21,7 +21,10 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "For every write an agent made in the given tau2 results files, decides it with the guard on exactly "
             "the dialogue before it (tool results as recorded, never re-executed) and labels it gold (matches a "
             "gold action), extra (not gold, reward 1) or non_gold (not gold, failed simulation). non_gold is not "
-            "the same as a policy violation; --labels gives true per-call labels. No model is needed for gate_only."
+            "the same as a policy violation; --labels gives true per-call labels. Prints the share of compliant writes "
+            "blocked twice: raw (every gold/extra write) and settled (gold matched one to one; writes the environment "
+            "refused, repeats and writes on tasks whose gold contradicts the policy set apart and listed). No model "
+            "is needed for gate_only."
         ),
     )
     sims.add_argument(

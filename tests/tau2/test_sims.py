@@ -69,8 +69,14 @@ JSON_KEYS = {
     "compliant_blocked_by_class",
     "seconds",
     "by_requirement",
+    "raw",
+    "settled",
+    "set_apart",
+    "excluded_tasks",
+    "retasked_simulations",
     "calls",
 }
+RATE_KEYS = ("raw", "settled", "set_apart", "excluded_tasks", "retasked_simulations")
 
 
 # -- synthetic results on the shop checklist ---------------------------------------
@@ -207,7 +213,8 @@ def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) ->
     counts = {
         k: v
         for k, v in summary.items()
-        if k not in ("calls", "by_requirement", "compliant_blocked_by_class", "seconds") and "violation" not in k
+        if k not in ("calls", "by_requirement", "compliant_blocked_by_class", "seconds", *RATE_KEYS)
+        and "violation" not in k
     }
     assert summary["seconds"] >= 0 and summary["violation_writes"] == summary["violation_blocked"] == 0
     assert counts == {
@@ -233,6 +240,11 @@ def test_synthetic_counts_match_the_hand_computed_ones(synthetic: SimsReport) ->
     }
     assert summary["by_requirement"] == {"refund.ceiling": 2, "refund.owner": 1, "<unknown_tool>": 1}
     assert synthetic.count("contradicting_gold") == 1  # D's refund of O9: task 9's gold contradicts the policy
+    # Nothing here ran twice or was refused; D (task 9, excluded) made no compliant write: settled == raw.
+    figures = {"writes": 6, "blocked": 3, "blocked_hard": 2, "blocked_read_first": 1, "blocked_share": 0.5}
+    assert summary["raw"] == summary["settled"] == figures
+    assert [(row["task"], row["simulations"], row["writes"]) for row in summary["excluded_tasks"]] == [("9", 1, 2)]
+    assert summary["retasked_simulations"] == 0
 
 
 def test_each_write_carries_its_label_outcome_and_kind_of_block(synthetic: SimsReport) -> None:
@@ -680,6 +692,13 @@ def test_random_runs_every_write_is_counted_once_and_the_gate_never_lets_an_unpr
         == sum(report.count(label) for label in ("gold", "contradicting_gold", "extra", "non_gold"))
     )
     assert summary["gold_blocked_hard"] <= summary["gold_blocked"] <= summary["gold_writes"]
+    # settled = raw less what is set apart, and (no task here lists a gold write twice) no write counts twice
+    for figure in ("writes", "blocked", "blocked_hard"):
+        apart = sum(row[figure] for row in summary["set_apart"].values())
+        assert summary["raw"][figure] == summary["settled"][figure] + apart
+    settled = [(c.simulation, c.tool, json.dumps(c.arguments, sort_keys=True)) for c in report.calls]
+    settled = [key for key, c in zip(settled, report.calls, strict=True) if c.counted_as == "compliant"]
+    assert len(settled) == len(set(settled))
     blocked = [c for c in report.calls if c.blocked]
     assert sum(summary["by_requirement"].values()) >= len(blocked)
     for call in report.calls:

@@ -39,9 +39,17 @@ change in one message (the agent must see the first change's result): the
 remediation says what to do, so an agent could follow it and retry. Any other block (a check that is
 false or cannot be evaluated, an unknown tool, a bad call, the verifier) is a
 *hard* refusal.
+
+Two rates of blocked compliant writes are reported (:mod:`.metric`): *raw*, every
+gold/extra write as labelled, and *settled*, which sets apart, and counts on their
+own, writes on tasks whose gold contradicts the policy (:mod:`.excluded`), writes the
+environment refused, and writes that ran before (gold matched one to one). A
+simulation's task is the one tau2 evaluated it against (:mod:`.tasks`).
 """
 
+from .excluded import EXCLUDED_TASKS, Exclusion, excluded_tasks
 from .load import RunSource, load_results_file, load_source
+from .metric import RAW_RULE, SETTLED_RULE, CountedAs
 from .model import (
     GOLD_RULE,
     LABELS,
@@ -58,11 +66,16 @@ from .replay import SimsReplay, assistant_actions, block_kind, is_gold, replay_r
 from .view import label_rows, markdown_table, render
 
 __all__ = [
+    "EXCLUDED_TASKS",
     "GOLD_RULE",
     "LABELS",
     "NON_GOLD_NOTE",
+    "RAW_RULE",
+    "SETTLED_RULE",
     "BlockKind",
     "CallLabel",
+    "CountedAs",
+    "Exclusion",
     "Label",
     "LabelFile",
     "RunSource",
@@ -71,6 +84,7 @@ __all__ = [
     "SimsReport",
     "assistant_actions",
     "block_kind",
+    "excluded_tasks",
     "is_gold",
     "label_rows",
     "load_label_file",

@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from policyguard.errors import ConfigError
 
+from .excluded import Exclusion
+from .metric import SET_APART, CountedAs, figures
+
 Label = Literal["gold", "contradicting_gold", "extra", "non_gold", "violation", "compliant"]
 LABELS: tuple[Label, ...] = ("gold", "contradicting_gold", "extra", "non_gold", "violation", "compliant")
 BlockKind = Literal["read_first", "hard"]
@@ -86,6 +89,13 @@ def load_label_file(path: str | Path) -> LabelFile:
 # -- the report ------------------------------------------------------------------
 
 
+class ExcludedTask(Exclusion):
+    """An excluded task (see :mod:`.excluded`) met in the replayed runs, and how many simulations played it."""
+
+    task: str
+    simulations: int
+
+
 class SimCall(_Model):
     """One write an agent made in a real run, and the guard's decision on it."""
 
@@ -107,6 +117,15 @@ class SimCall(_Model):
     message: str | None = None
     recorded_error: bool | None = Field(
         default=None, description="The run's own result for this write was an error (the tool refused it too)."
+    )
+    counted_as: CountedAs = Field(
+        description="In the settled rate (compliant), not a compliant write (not_compliant), or set apart: "
+        "excluded_task, env_refused, repeat (see SETTLED_RULE)."
+    )
+    recorded_task: str | None = Field(
+        default=None,
+        description="The results file's task id when it is not the task tau2 evaluated the simulation against "
+        "(``task`` is then that task, found from the reward's action checks, or 'unknown').",
     )
 
     @property
@@ -130,6 +149,12 @@ class SimsReport(_Model):
     rewarded: int
     skipped: int = Field(default=0, description="bench tau2 simulations without a dialogue (infra errors).")
     tasks_without_gold: list[str] = Field(default_factory=list)
+    retasked: int = Field(
+        default=0,
+        description="Simulations whose recorded task id is not the task tau2 evaluated them against "
+        "(their writes carry recorded_task).",
+    )
+    excluded: list[ExcludedTask] = Field(default_factory=list)
     calls: list[SimCall]
     runtime_s: float = 0.0
 
@@ -161,6 +186,23 @@ class SimsReport(_Model):
             row["refused_by_tool"] += bool(call.recorded_error)
         return dict(sorted(out.items(), key=lambda kv: (-kv[1]["blocked"], kv[0])))
 
+    def rates(self) -> dict[str, Any]:
+        """The raw and the settled figures, what was set apart (by reason) and the excluded tasks met."""
+        raw = [c for c in self.calls if c.compliant]
+        return {
+            "raw": figures(raw),
+            "settled": figures([c for c in raw if c.counted_as == "compliant"]),
+            "set_apart": {reason: figures([c for c in raw if c.counted_as == reason]) for reason in SET_APART},
+            "excluded_tasks": [
+                {
+                    **row.model_dump(),
+                    **figures([c for c in self.calls if c.counted_as == "excluded_task" and c.task == row.task]),
+                }
+                for row in self.excluded
+            ],
+            "retasked_simulations": self.retasked,
+        }
+
     def summary(self) -> dict[str, Any]:
         compliant = [c for c in self.calls if c.compliant]
         return {
@@ -183,6 +225,7 @@ class SimsReport(_Model):
             "compliant_blocked_by_class": self.compliant_by_class(),
             "seconds": self.runtime_s,
             "by_requirement": self.by_requirement(),
+            **self.rates(),
             "calls": [c.model_dump(mode="json") for c in self.calls],
         }
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +18,11 @@ from ..agent import call_by_call, recorded_answers
 from ..domain import to_policyguard
 from ..guarding import CallChecker
 from ..labels import POLICY_CONTRADICTING_GOLD
+from .excluded import Exclusion, excluded_tasks
 from .load import RunSource, load_source
-from .model import BlockKind, CallLabel, Label, LabelFile, SimCall, SimsReport
+from .metric import counted_as
+from .model import COMPLIANT, BlockKind, CallLabel, ExcludedTask, Label, LabelFile, SimCall, SimsReport
+from .tasks import UNKNOWN_TASK, action_owners, played_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.simulation import SimulationRun
@@ -39,6 +43,11 @@ def assistant_actions(task: Task) -> list[Action]:
 def is_gold(call: Any, actions: Sequence[Action]) -> bool:
     """Does the tau2 tool call match one of the gold actions (tau2's own comparison)?"""
     return any(action.compare_with_tool_call(call) for action in actions)
+
+
+def unused_gold(call: Any, actions: Sequence[Action], used: set[int]) -> int | None:
+    """The first gold action the call matches that no earlier write used up (gold is matched one to one)."""
+    return next((i for i, a in enumerate(actions) if i not in used and a.compare_with_tool_call(call)), None)
 
 
 def block_class(decision: Decision, kind: BlockKind | None, repeat: bool) -> str | None:
@@ -109,13 +118,16 @@ class SimsReplay:
         tasks: Iterable[Task] = (),
         checklist_name: str = "",
         labels: LabelFile | None = None,
+        excluded: Mapping[str, Exclusion] | None = None,
     ) -> None:
         self.domain = domain
         self.checklist = checklist
         self.guard = guard
         self.config = config
         self.checklist_name = checklist_name
-        self.gold: dict[str, list[Action]] = {str(t.id): assistant_actions(t) for t in tasks}
+        self.tasks = list(tasks)
+        self.gold: dict[str, list[Action]] = {str(t.id): assistant_actions(t) for t in self.tasks}
+        self.excluded = dict(excluded_tasks(domain) if excluded is None else excluded)
         self.labels = labels
         self._label_index = _label_index(labels)
         self._used_labels: set[_LabelKey] = set()
@@ -126,15 +138,20 @@ class SimsReplay:
         started = time.perf_counter()
         loaded = list(sources) if sources is not None else [load_source(p, self.domain) for p in paths]
         calls: list[SimCall] = []
-        sims = rewarded = skipped = 0
+        sims = rewarded = skipped = retasked = 0
+        excluded_sims: Counter[str] = Counter()
         for source in loaded:
             file_tasks = {str(t.id): assistant_actions(t) for t in source.tasks}
+            played = played_tasks(source.simulations, action_owners(self.tasks, source.tasks))
             skipped += source.skipped
-            for sim in source.simulations:
+            for sim, task in zip(source.simulations, played, strict=True):
                 sims += 1
                 reward = _reward(sim)
                 rewarded += reward == 1.0
-                calls += self.replay_simulation(source.name, sim, reward, file_tasks)
+                retasked += task != str(sim.task_id)
+                if task in self.excluded:
+                    excluded_sims[task] += 1
+                calls += self.replay_simulation(source.name, sim, reward, file_tasks, task=task)
         self._check_labels_used()
         return SimsReport(
             domain=self.domain,
@@ -145,11 +162,18 @@ class SimsReplay:
             rewarded=rewarded,
             skipped=skipped,
             tasks_without_gold=sorted(self._no_gold, key=task_order),
+            retasked=retasked,
+            excluded=[
+                ExcludedTask(task=task, simulations=n, **self.excluded[task].model_dump())
+                for task, n in sorted(excluded_sims.items(), key=lambda kv: task_order(kv[0]))
+            ],
             calls=calls,
             runtime_s=round(time.perf_counter() - started, 3),
         )
 
     def _actions(self, task_id: str, file_tasks: dict[str, list[Action]]) -> list[Action]:
+        if task_id == UNKNOWN_TASK:
+            return []
         if task_id in self.gold:
             return self.gold[task_id]
         if task_id in file_tasks:  # a task the installed tau2 lacks: the results file's own copy
@@ -158,13 +182,21 @@ class SimsReplay:
         return []
 
     def replay_simulation(
-        self, file: str, sim: SimulationRun, reward: float | None, file_tasks: dict[str, list[Action]] | None = None
+        self,
+        file: str,
+        sim: SimulationRun,
+        reward: float | None,
+        file_tasks: dict[str, list[Action]] | None = None,
+        *,
+        task: str | None = None,
     ) -> list[SimCall]:
-        """The guard's decision on every write of one simulation."""
-        task_id = str(sim.task_id)
+        """The guard's decision on every write of one simulation (``task``: the one it played, default its id)."""
+        task_id = str(sim.task_id) if task is None else task
+        recorded_task = None if task_id == str(sim.task_id) else str(sim.task_id)
         actions = self._actions(task_id, file_tasks or {})
         out: list[SimCall] = []
         executed: set[str] = set()  # writes of this simulation that ran (a result that is not an error)
+        used_gold: set[int] = set()  # gold actions a write that ran has matched (one to one)
         messages = sim.messages
         for index, message in enumerate(messages):
             if getattr(message, "role", None) != "assistant":
@@ -187,10 +219,21 @@ class SimsReplay:
                 kind = block_kind(decision)
                 not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
                 answer = answers.get(call.id)
+                refused = answer is not None and answer.is_error
                 key = _write_key(call)
                 repeat = key in executed
-                if answer is not None and not answer.is_error:
+                matched = is_gold(call, actions)
+                gold = unused_gold(call, actions, used_gold) if matched else None
+                if not refused:
                     executed.add(key)
+                    used_gold.update(() if gold is None else (gold,))
+                label = self._label(file, sim.id, call, turn, task_id, matched, reward)
+                counted = counted_as(
+                    compliant=label in COMPLIANT,
+                    excluded=task_id in self.excluded,
+                    refused=refused,
+                    repeat=gold is None if matched else repeat,  # gold one to one, any other write once
+                )
                 out.append(
                     SimCall(
                         file=file,
@@ -202,7 +245,7 @@ class SimsReplay:
                         call_id=call.id,
                         tool=call.name,
                         arguments=dict(call.arguments),
-                        label=self._label(file, sim.id, call, turn, task_id, actions, reward),
+                        label=label,
                         outcome=decision.outcome,
                         stage=decision.stage,
                         block_kind=kind,
@@ -210,12 +253,14 @@ class SimsReplay:
                         not_met=not_met,
                         message=None if decision.outcome == "allow" else decision.message,
                         recorded_error=None if answer is None else answer.is_error,
+                        counted_as=counted,
+                        recorded_task=recorded_task,
                     )
                 )
         return out
 
     def _label(
-        self, file: str, sim_id: str, call: Any, turn: int, task_id: str, actions: list[Action], reward: float | None
+        self, file: str, sim_id: str, call: Any, turn: int, task_id: str, matched: bool, reward: float | None
     ) -> Label:
         for what in (f"call_id {call.id}", f"turn {turn}"):
             for key in ((file, sim_id, what), (None, sim_id, what)):
@@ -223,7 +268,7 @@ class SimsReplay:
                 if entry is not None:
                     self._used_labels.add(key)
                     return "violation" if entry.violation else "compliant"
-        if is_gold(call, actions):
+        if matched:
             return "contradicting_gold" if self._contradicting(task_id) else "gold"
         return "extra" if reward == 1.0 else "non_gold"
 

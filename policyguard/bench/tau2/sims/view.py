@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from ..labels import POLICY_CONTRADICTING_GOLD
+from .metric import RAW_RULE, SET_APART, SETTLED_RULE
 from .model import BLOCK_CLASSES, GOLD_RULE, LABELS, NON_GOLD_NOTE, Label, SimCall, SimsReport
 from .replay import task_order
 
@@ -39,6 +40,48 @@ def label_rows(report: SimsReport) -> list[tuple[Label, int, int, str]]:
     return rows
 
 
+_APART_TITLES = {
+    "excluded_task": "on a task whose gold contradicts the policy",
+    "env_refused": "refused by the environment (error result recorded)",
+    "repeat": "ran before in the simulation (gold one to one)",
+}
+
+
+def _rate(figures: dict[str, Any]) -> str:
+    share = "" if figures["blocked_share"] is None else f" ({figures['blocked_share']:.1%})"
+    return (
+        f"{figures['blocked']} of {figures['writes']} blocked{share}: "
+        f"{figures['blocked_hard']} hard, {figures['blocked_read_first']} read first"
+    )
+
+
+def rates_lines(report: SimsReport) -> list[str]:
+    """The raw and settled rates, what was set apart, and the excluded tasks with their policy sentence."""
+    rates = report.rates()
+    lines = ["Compliant writes the guard blocks (its cost on these runs)"]
+    lines.append(f"  raw:     {_rate(rates['raw'])}")
+    lines.append(f"  settled: {_rate(rates['settled'])}")
+    lines.append(f"  {RAW_RULE}; {SETTLED_RULE}.")
+    lines.append("  set apart from the settled rate (raw writes):")
+    for reason in SET_APART:
+        lines.append(f"    {reason:<13} {_rate(rates['set_apart'][reason])}  - {_APART_TITLES[reason]}")
+    if report.retasked:
+        lines.append(
+            f"  {report.retasked} simulation(s) recorded under another task id than the task tau2 evaluated them "
+            "against: gold and exclusions use the evaluated task (from the reward's action checks)"
+        )
+    if rates["excluded_tasks"]:
+        lines.append("  excluded tasks (every write of the task is out of the settled rate):")
+    for row in rates["excluded_tasks"]:
+        lines.append(
+            f"    task {row['task']}: {row['simulations']} simulation(s), {row['writes']} write(s), "
+            f"{row['blocked']} blocked"
+        )
+        lines.append(f'      policy: "{row["sentence"]}"')
+        lines.append(f"      gold:   {row['why']}")
+    return lines
+
+
 def class_table(report: SimsReport) -> list[str]:
     """Blocked compliant writes (gold, extra, labelled compliant) by class of block."""
     compliant = [c for c in report.calls if c.compliant]
@@ -67,6 +110,8 @@ def render(report: SimsReport, command: str | None = None) -> str:
     )
     if report.skipped:
         lines.append(f"skipped: {report.skipped} simulation(s) without a recorded dialogue (infrastructure errors)")
+    lines.append("")
+    lines += rates_lines(report)
     lines.append("")
     width = max(len(label) for label in LABELS)
     lines.append(f"  {'label':<{width}}  writes  blocked")
@@ -128,6 +173,24 @@ def markdown_table(report: SimsReport) -> str:
         f"{report.simulations} simulations ({report.rewarded} with reward 1), config {report.config}, "
         f"checklist {report.checklist}. {NON_GOLD_NOTE}."
     )
+    out.append("")
+    rates = report.rates()
+    out.append("| compliant writes | writes | blocked | hard | read first |")
+    out.append("|---|---|---|---|---|")
+    for name in ("raw", "settled"):
+        row = rates[name]
+        out.append(
+            f"| {name} | {row['writes']} | {row['blocked']} | {row['blocked_hard']} | {row['blocked_read_first']} |"
+        )
+    for reason in SET_APART:
+        row = rates["set_apart"][reason]
+        out.append(
+            f"| apart: {reason} | {row['writes']} | {row['blocked']} | {row['blocked_hard']} | "
+            f"{row['blocked_read_first']} |"
+        )
+    excluded = ", ".join(row["task"] for row in rates["excluded_tasks"])
+    out.append("")
+    out.append(f"{SETTLED_RULE}." + (f" Excluded tasks met: {excluded}." if excluded else ""))
     out.append("")
     out.append("| label | writes | blocked | note |")
     out.append("|---|---|---|---|")
