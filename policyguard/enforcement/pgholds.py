@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from psycopg import Connection
 
 HOLDS = 0x70674868  # "pgHh": the first key of every hold (the append's lock uses "pgSs")
+APPLICATION = "policyguard-hold"  # the hold connections' application_name (pg_stat_activity shows them)
 _TRY = f"SELECT pg_try_advisory_lock({HOLDS}, hashtext(%s))"
 _WAIT = f"SELECT pg_advisory_lock({HOLDS}, hashtext(%s))"
 _UNLOCK = f"SELECT pg_advisory_unlock({HOLDS}, hashtext(%s))"
@@ -132,7 +133,9 @@ class PgHolds:
                 raise LedgerUnavailable("the store is closed")
             if self._idle and not fresh:
                 return self._idle.pop(), True
-        conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=self._connect_timeout)
+        conn = psycopg.connect(
+            self._conninfo, autocommit=True, connect_timeout=self._connect_timeout, application_name=APPLICATION
+        )
         conn.execute(f"SET statement_timeout = {self._timeout_ms}")  # type: ignore[arg-type]  # an int
         return conn, False
 

@@ -307,3 +307,38 @@ def test_a_killed_holder_leaves_no_lock_behind(shared: Storage) -> None:
     hold = store.hold("s1", 30)
     assert hold is not None, "the dead holder's lock must be gone"
     hold.release()
+
+
+# -- PostgreSQL connections ---------------------------------------------------------------
+
+
+def _terminate_hold_connections(url: str) -> int:
+    import psycopg
+
+    from policyguard.enforcement.pgholds import APPLICATION
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (APPLICATION,)
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_postgres_hold_whose_connection_dies_is_released_by_the_server(pg_url: str) -> None:
+    first, second = open_store(pg_url), open_store(pg_url)
+    hold = held(first, "s1")
+    assert _terminate_hold_connections(pg_url) == 1
+    hold.release()  # the unlock fails on the dead connection: never raised, the connection is dropped
+    again = second.hold("s1", 10)
+    assert again is not None
+    again.release()
+    first.close()
+    second.close()
+
+
+def test_a_postgres_store_replaces_an_idle_hold_connection_the_server_dropped(pg_url: str) -> None:
+    store = open_store(pg_url)
+    held(store, "s1").release()  # its connection now waits idle for the next hold
+    assert _terminate_hold_connections(pg_url) == 1
+    held(store, "s1").release()
+    store.close()
