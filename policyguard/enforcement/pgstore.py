@@ -32,6 +32,10 @@ Which guarantees of the database carry which promise, and why these:
   other and appends to different sessions do not wait for each other; the
   primary key ``(session_id, seq)`` backs it up. A read is one statement (one
   snapshot), so it never sees a session half-evicted.
+- *One session's decisions one after the other* (:meth:`PostgresStore.hold`): a
+  session-level advisory lock on a connection of its own
+  (:mod:`policyguard.enforcement.pgholds`), released by the unlock, or by the
+  server when the holder's connection or process dies.
 - No deadlocks by construction: every transaction takes its locks in the order
   captures row, effects row, claimed row (a session append: its session's
   lock, then only locks it can take without waiting). Should the server still report a
@@ -55,6 +59,7 @@ be) when one is given, so several deployments can share one database.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -64,8 +69,15 @@ from urllib.parse import urlsplit, urlunsplit
 from policyguard.distribution import install_hint
 from policyguard.session import sql as session_sql
 from policyguard.session.events import NewEvent, SessionEvent
-from policyguard.session.store import DEFAULT_MAX_EVENTS, DEFAULT_RETENTION_S, session_limits
+from policyguard.session.store import (
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_RETENTION_S,
+    SessionHold,
+    check_session_id,
+    session_limits,
+)
 
+from .pgholds import PgHolds
 from .store import EFFECT_COLUMNS, EffectClaim, EffectRecord, LedgerUnavailable, effect_record, not_text
 
 if TYPE_CHECKING:
@@ -196,7 +208,8 @@ class PostgresStore:
     ``schema`` (lower-case letters, digits, ``_``) puts the tables in that schema.
     Session records are bounded by ``max_session_events``, ``session_retention_s``
     and ``max_sessions`` (None: no count limit), as in
-    :class:`~policyguard.enforcement.store.SQLiteStore`.
+    :class:`~policyguard.enforcement.store.SQLiteStore`. Session holds
+    (:meth:`hold`) use connections of their own, at most ``max_size`` at once.
     Thread-safe; open one store per process (after a fork, never inherit one).
     """
 
@@ -234,6 +247,11 @@ class PostgresStore:
         self.schema = schema
         self._clock = clock
         self._timeout_ms = max(1, int(timeout_s * 1000))
+        self._conninfo = url  # with its password: holds open connections of their own
+        self._connect_timeout_s = connect_timeout_s
+        self._max_held = max_size
+        self._holds: PgHolds | None = None
+        self._holds_lock = threading.Lock()
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=min_size,
@@ -323,7 +341,10 @@ class PostgresStore:
         self._in_transaction(work)
 
     def close(self) -> None:
-        """Close the pool (every connection this store opened)."""
+        """Close the pool (every connection this store opened); a hold still out closes its own when released."""
+        with self._holds_lock:
+            if self._holds is not None:
+                self._holds.close()
         self._pool.close(timeout=5.0)
 
     # -- SessionStore --------------------------------------------------------
@@ -340,6 +361,23 @@ class PostgresStore:
         now = float(self._clock())
         with self._conn() as conn:
             return session_sql.read(conn, _SESSIONS, self.session_limits, session_id, after, now)
+
+    def hold(self, session_id: str, timeout: float) -> SessionHold | None:
+        """The session's decision lock among every process using this database (see :mod:`.pgholds`)."""
+        check_session_id(session_id)
+        with self._holds_lock:
+            if self._holds is None:
+                if self._pool.closed:
+                    raise LedgerUnavailable(f"{self.url}: the store is closed")
+                self._holds = PgHolds(
+                    self._conninfo,
+                    max_held=self._max_held,
+                    connect_timeout_s=self._connect_timeout_s,
+                    timeout_ms=self._timeout_ms,
+                    errors=self._errors,
+                )
+            holds = self._holds
+        return holds.hold(session_id, timeout)
 
     # -- NonceStore ----------------------------------------------------------
 

@@ -32,7 +32,16 @@ from pydantic import BaseModel, ConfigDict
 from policyguard.errors import PolicyGuardError
 from policyguard.session import sql as session_sql
 from policyguard.session.events import NewEvent, SessionEvent
-from policyguard.session.store import DEFAULT_MAX_EVENTS, DEFAULT_RETENTION_S, SessionStore, session_limits
+from policyguard.session.holds import FileHolds, LocalHolds
+from policyguard.session.store import (
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_RETENTION_S,
+    Released,
+    SessionHold,
+    SessionStore,
+    check_session_id,
+    session_limits,
+)
 
 from .groupcommit import GroupCommitter
 
@@ -276,6 +285,11 @@ class SQLiteStore:
       :class:`~policyguard.session.MemorySessionStore` is. An append is one
       ``BEGIN IMMEDIATE`` transaction, so processes sharing the file number a
       session's events without gaps or repeats.
+    - A session's decision lock (:meth:`hold`) is a byte-range lock on the
+      sidecar file ``<path>.holds`` (:class:`~policyguard.session.holds.FileHolds`),
+      not a transaction: ``BEGIN IMMEDIATE`` would lock the whole file for
+      every session while a decision (a model call) runs. ``":memory:"``
+      holds among this store's threads only.
 
     Schema: versioned with ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`; 2
     added the session tables, created in a version 1 file when it is opened);
@@ -319,6 +333,8 @@ class SQLiteStore:
         self._all: list[sqlite3.Connection] = []
         self._shared: sqlite3.Connection | None = None
         self._committer: GroupCommitter | None = None
+        self._memory_holds: LocalHolds[str] = LocalHolds()
+        self._file_holds: FileHolds | None = None
         with self._tx(immediate=True) as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -406,10 +422,14 @@ class SQLiteStore:
             return op(conn)
 
     def close(self) -> None:
-        """Close every connection this store opened (in any thread); queued writes are committed first."""
+        """Close every connection this store opened (in any thread); queued writes are committed first.
+        Holds not yet released stay held until they are."""
         if self._committer is not None:
             self._committer.close()
         with self._lock:
+            if self._file_holds is not None:
+                self._file_holds.close()
+                self._file_holds = None
             for conn in self._all:
                 try:
                     conn.close()
@@ -433,6 +453,25 @@ class SQLiteStore:
         now = float(self._clock())
         with self._tx(immediate=False) as conn:
             return session_sql.read(conn, session_sql.SQLITE, self.session_limits, session_id, after, now)
+
+    def hold(self, session_id: str, timeout: float) -> SessionHold | None:
+        """The session's decision lock among every process using this file (see the class docstring)."""
+        check_session_id(session_id)
+        if self._memory:
+            if not self._memory_holds.acquire(session_id, timeout):
+                return None
+            return Released(lambda: self._memory_holds.release(session_id))
+        try:
+            with self._lock:
+                if self._file_holds is None:
+                    self._file_holds = FileHolds.open(self.path + ".holds")
+                holds = self._file_holds
+            byte = holds.acquire(session_id, timeout)
+        except OSError as exc:
+            raise LedgerUnavailable(f"{self.path}.holds: cannot lock session {session_id!r:.80}: {exc}") from exc
+        if byte is None:
+            return None
+        return Released(lambda: holds.release(byte))
 
     # -- NonceStore ----------------------------------------------------------
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from policyguard.enforcement.store import EffectClaim, EffectRecord
-from policyguard.session import NewEvent, SessionError, SessionEvent
+from policyguard.session import NewEvent, SessionError, SessionEvent, SessionHold
 
 from .metrics import Metrics
 
@@ -54,6 +54,11 @@ class MeteredStore:
 
     def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
         return self._run("session_events", lambda: list(self.inner.session_events(session_id, after)))
+
+    def hold(self, session_id: str, timeout: float) -> SessionHold | None:
+        """The inner store's hold (a lock that stayed taken is an answer; a release never raises, so is not counted)."""
+        held: SessionHold | None = self._run("hold", lambda: self.inner.hold(session_id, timeout))
+        return held
 
     # Ledger
     def begin_effect(

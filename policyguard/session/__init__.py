@@ -9,7 +9,7 @@ May use: :mod:`policyguard.trajectory` and :mod:`policyguard.errors`.
 
 from .events import NewEvent, SessionEvent
 from .record import RecordView, Session
-from .store import MemorySessionStore, SessionError, SessionEvicted, SessionFull, SessionStore
+from .store import MemorySessionStore, SessionError, SessionEvicted, SessionFull, SessionHold, SessionStore
 
 __all__ = [
     "MemorySessionStore",
@@ -20,5 +20,6 @@ __all__ = [
     "SessionEvent",
     "SessionEvicted",
     "SessionFull",
+    "SessionHold",
     "SessionStore",
 ]

@@ -17,6 +17,12 @@ An evicted session leaves a tombstone, so asking for it again raises
 the writes it held. Tombstones are bounded too (``max_tombstones``, oldest
 dropped first); a session id older than every kept tombstone reads as new,
 which the README states.
+
+A store also serializes one session's decisions (:meth:`SessionStore.hold`):
+two calls of one conversation judged at the same moment, in two threads or two
+replicas sharing the store, are judged one after the other, as one process
+would judge them. How each store does it: :mod:`.holds` (this process, a SQLite
+file) and :mod:`policyguard.enforcement.pgholds` (PostgreSQL).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from policyguard.errors import ConfigError, PolicyGuardError
 
 from .events import NewEvent, SessionEvent, numbered
+from .holds import LocalHolds
 
 DEFAULT_MAX_EVENTS = 20_000
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
@@ -52,6 +59,16 @@ class SessionFull(SessionError):
 
 
 @runtime_checkable
+class SessionHold(Protocol):
+    """One session's decision lock, held until :meth:`release`."""
+
+    def release(self) -> None:
+        """Give the lock back. Idempotent; never raises (a lock that cannot be given back is dropped
+        with its connection or its process)."""
+        ...
+
+
+@runtime_checkable
 class SessionStore(Protocol):
     """Append-only session records shared by every guard (and replica) that uses the store."""
 
@@ -63,6 +80,15 @@ class SessionStore(Protocol):
     def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
         """The session's events with ``seq > after``, in order ([] for a session never written).
         Raises :class:`SessionEvicted` for a session the store evicted."""
+        ...
+
+    def hold(self, session_id: str, timeout: float) -> SessionHold | None:
+        """Wait until the caller alone holds the session's decision lock, among every thread and process
+        using this store's storage; None when it stayed taken for ``timeout`` seconds (0: try once).
+
+        Other sessions are not blocked; the holder's death releases it. Not re-entrant: a second hold
+        of a session by its holder waits like any other. A storage failure raises, as the other methods do.
+        """
         ...
 
 
@@ -117,6 +143,25 @@ def session_limits(**values: object) -> SessionLimits:
         raise ConfigError(f"session limits: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
+class Released:
+    """A :class:`SessionHold` that runs ``give_back`` on its first :meth:`release` (any thread), never again."""
+
+    __slots__ = ("_give_back", "_mutex")
+
+    def __init__(self, give_back: Callable[[], None]) -> None:
+        self._give_back: Callable[[], None] | None = give_back
+        self._mutex = threading.Lock()
+
+    def release(self) -> None:
+        with self._mutex:
+            give_back, self._give_back = self._give_back, None
+        if give_back is not None:
+            try:
+                give_back()
+            except Exception:  # noqa: BLE001 - a release never raises: the caller already decided
+                pass
+
+
 class _Record:
     __slots__ = ("events", "written")
 
@@ -148,6 +193,14 @@ class MemorySessionStore:
         self._records: OrderedDict[str, _Record] = OrderedDict()  # least recently written first
         self._tombstones: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
+        self._holds: LocalHolds[str] = LocalHolds()
+
+    def hold(self, session_id: str, timeout: float) -> SessionHold | None:
+        """The session's decision lock among this process's threads (the memory store has no other process)."""
+        check_session_id(session_id)
+        if not self._holds.acquire(session_id, timeout):
+            return None
+        return Released(lambda: self._holds.release(session_id))
 
     def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[SessionEvent]:
         check_session_id(session_id)
