@@ -4,7 +4,7 @@ The airline policy gives a delay certificate only "after confirming the facts
 and changing or cancelling the reservation". An update_reservation_flights whose
 flights (number and date, in any order) and cabin equal the reservation's does
 not count as that change. The no-op update itself is not refused (decision in
-docs/checklists/writing.md, "A change that changes nothing"): tau2 charges
+docs/checklists/index.md, "A change that changes nothing"): tau2 charges
 nothing for it, and a real run (gpt-oss-120b, task 11, reward 1) repeats a change
 after its answer. Retail's once-only item modification refuses a no-op already
 (items-new-differs).
