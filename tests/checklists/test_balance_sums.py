@@ -79,7 +79,9 @@ class Booking:
             "flight_type": "one_way",
             "cabin": "business",
             "flights": [{"flight_number": self.flight["flight_number"], "date": DATE}],
-            "passengers": [{"first_name": f"P{i}", "last_name": "Test", "dob": "1990-01-01"} for i in range(self.passengers)],
+            "passengers": [
+                {"first_name": f"P{i}", "last_name": "Test", "dob": "1990-01-01"} for i in range(self.passengers)
+            ],
             "payment_methods": [*payments, {"payment_id": self.card, "amount": rest}],
             "total_baggages": 0,
             "nonfree_baggages": 0,
@@ -114,7 +116,10 @@ def _cases(b: Booking) -> dict[str, tuple[list[tuple[str, int]], set[str]]]:
             {"book-payment-mix", "book-payment-balance"},
         ),
         "the same gift card twice, within its balance in total": ([(small, half), (small, half)], set()),
-        "two different gift cards, each within its balance": ([(small, small_balance), (other, min(other_balance, 20))], set()),
+        "two different gift cards, each within its balance": (
+            [(small, small_balance), (other, min(other_balance, 20))],
+            set(),
+        ),
     }
 
 
@@ -134,7 +139,9 @@ def test_a_booking_pays_each_balance_at_most_once_in_total(
 ) -> None:
     lines, refused_by = _cases(booking)[case]
     decision = gate.check(
-        booking.session.pending("book_reservation", **booking.args(lines)), booking.session.trajectory(), airline_context
+        booking.session.pending("book_reservation", **booking.args(lines)),
+        booking.session.trajectory(),
+        airline_context,
     )
     assert _not_met(decision) == refused_by
     assert decision.outcome == ("block" if refused_by else "escalate")
@@ -151,7 +158,9 @@ def test_tau2_itself_takes_a_gift_card_listed_three_times_below_zero(booking: Bo
 # -- over the writes of one batch -----------------------------------------------------------------------------
 
 
-def _batch(booking: Booking, first: dict[str, Any], second: dict[str, Any], *, answered: bool) -> tuple[ToolCall, Trajectory]:
+def _batch(
+    booking: Booking, first: dict[str, Any], second: dict[str, Any], *, answered: bool
+) -> tuple[ToolCall, Trajectory]:
     """Both bookings asked for in one assistant message; the first answered by tau2 or not yet."""
     calls = [ToolCall(id="batch_1", name="book_reservation", arguments=first),
              ToolCall(id="batch_2", name="book_reservation", arguments=second)]  # fmt: skip
@@ -178,7 +187,9 @@ def test_two_bookings_of_one_message_spending_one_gift_card_need_a_fresh_balance
     """
     gift, balance = booking.gifts[0]
     one = booking.args([(gift, balance)])
-    guard = Guard(airline_checklist, airline_policy, gate=HardGate(airline_checklist), clock=lambda: airline_checklist.clock)
+    guard = Guard(
+        airline_checklist, airline_policy, gate=HardGate(airline_checklist), clock=lambda: airline_checklist.clock
+    )
 
     call, trajectory = _batch(booking, one, one, answered=answered)
     decision = guard.check(call, trajectory)
@@ -208,11 +219,11 @@ def _two_upgrades(db: dict[str, Any], *, same_order: bool) -> tuple[str, str, fl
         gifts = sorted((pid, m["balance"]) for pid, m in user["payment_methods"].items() if m["source"] == "gift_card")
         pending = [db["orders"][o] for o in user["orders"] if db["orders"][o]["status"] == "pending"]
         for gift, balance in gifts[:1]:
-            lines = [(o["order_id"], k, i, d, new) for o in pending for k, i in enumerate(o["items"])
+            lines = [(o["order_id"], i, d, new) for o in pending for i in o["items"]
                      for d, new in _upgrades(db, i, balance)[:1]]  # fmt: skip
             for a in range(len(lines)):
                 for b in range(a + 1, len(lines)):
-                    (oa, ka, ia, da, na), (ob, kb, ib, dbb, nb) = lines[a], lines[b]
+                    (oa, ia, da, na), (ob, ib, dbb, nb) = lines[a], lines[b]
                     if (oa == ob) == same_order and ia["item_id"] != ib["item_id"] and da + dbb > balance:
                         return uid, gift, balance, [(oa, ia["item_id"], na), (ob, ib["item_id"], nb)]
     raise AssertionError("db.json has no such pair of upgrades")
@@ -286,7 +297,9 @@ def test_two_item_changes_of_one_message_paid_by_one_gift_card_need_a_fresh_bala
     uid, gift, _balance, ups = _two_upgrades(retail_raw, same_order=False)
     s = retail_session
     _retail_reads(s, retail_raw, uid, ups)
-    first, second = ({"order_id": o, "item_ids": [i], "new_item_ids": [n], "payment_method_id": gift} for o, i, n in ups)
+    first, second = (
+        {"order_id": o, "item_ids": [i], "new_item_ids": [n], "payment_method_id": gift} for o, i, n in ups
+    )
     calls = [ToolCall(id="batch_1", name="modify_pending_order_items", arguments=first),
              ToolCall(id="batch_2", name="modify_pending_order_items", arguments=second)]  # fmt: skip
     messages = [*s.messages, Message(role="user", content="Yes, both."), Message(role="assistant", tool_calls=calls)]

@@ -54,7 +54,9 @@ class Complaint:
         self.session, self.db = session, db
         self.res, delayed = _delayed(db)
         self.rid, self.uid = self.res["reservation_id"], self.res["user_id"]
-        self.card = next(p for p, m in sorted(db["users"][self.uid]["payment_methods"].items()) if m["source"] == "credit_card")
+        self.card = next(
+            p for p, m in sorted(db["users"][self.uid]["payment_methods"].items()) if m["source"] == "credit_card"
+        )
         session.run("get_user_details", user_id=self.uid)
         session.user(f"My flight {delayed['flight_number']} on {self.rid} is delayed; I want to change my trip.")
         session.run("get_reservation_details", reservation_id=self.rid)
@@ -68,7 +70,9 @@ class Complaint:
         """The same trip with the return flown a day later (a real change, searched first)."""
         back = self.res["flights"][1]
         day = f"2024-05-{int(back['date'][-2:]) + 1:02d}"
-        found = self.session.run("search_direct_flight", origin=back["origin"], destination=back["destination"], date=day)
+        found = self.session.run(
+            "search_direct_flight", origin=back["origin"], destination=back["destination"], date=day
+        )
         seats = len(self.res["passengers"])
         flight = next(f for f in found if f["available_seats"][self.res["cabin"]] >= seats)
         return [_legs(self.res["flights"])[0], {"flight_number": flight["flight_number"], "date": day}]
