@@ -93,9 +93,13 @@ class Guard:
         approval_ttl_s: float = 24 * 3600.0,
         sessions: SessionStore | None = None,
         session_wait_s: float = 30.0,
+        session_result_wait_s: float | None = None,
     ) -> None:
         checklist.check_policy(policy_text)
-        checked_settings(unknown_tools=unknown_tools, approval_ttl_s=approval_ttl_s, session_wait_s=session_wait_s)
+        checked_settings(
+            unknown_tools=unknown_tools, approval_ttl_s=approval_ttl_s, session_wait_s=session_wait_s,
+            session_result_wait_s=session_result_wait_s,
+        )  # fmt: skip
         self.unknown_tools = unknown_tools
         self.checklist = checklist
         self.policy_text = policy_text
@@ -111,7 +115,9 @@ class Guard:
         self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
         self.approvals = approvals
         self.approval_ttl_s = float(approval_ttl_s)
-        self.session_wait_s = float(session_wait_s)
+        self.session_wait_s = float(session_wait_s)  # how long a check waits for its session's turn
+        # ... and for the results of the session's earlier allowed writes (default: as long)
+        self.session_result_wait_s = None if session_result_wait_s is None else float(session_result_wait_s)
         # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
         self._sessions = SessionBridge(self, sessions)
         self._front: FrontCheck = FrontRefusals(self)

@@ -93,7 +93,9 @@ class SessionBridge:
         mutating = self.mutating(call.name)
         wait_s = self.settings.session_wait_s if mutating else min(self.settings.session_wait_s, _READ_WAIT_S)
         try:
-            claimed = record.claim(turn, wait_s, write=mutating, pending=call)
+            claimed = record.claim(
+                turn, wait_s, write=mutating, pending=call, fates_timeout=self.settings.session_result_wait_s
+            )
         except Exception as exc:  # a store that cannot lock or read the session vouches for nothing
             if not mutating:
                 return Decision.allow("read_only", **ids), None

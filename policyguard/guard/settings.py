@@ -48,9 +48,13 @@ class GuardSettings(Protocol):
     def approval_ttl_s(self) -> float: ...
     @property
     def session_wait_s(self) -> float: ...
+    @property
+    def session_result_wait_s(self) -> float | None: ...
 
 
-def checked_settings(*, unknown_tools: str, approval_ttl_s: float, session_wait_s: float) -> None:
+def checked_settings(
+    *, unknown_tools: str, approval_ttl_s: float, session_wait_s: float, session_result_wait_s: float | None = None
+) -> None:
     """Refuse a setting the guard cannot honour, with a :class:`ConfigError` naming it and the value."""
     if unknown_tools not in ("block", "check"):
         raise ConfigError(f"unknown_tools must be 'block' or 'check', got {unknown_tools!r}")
@@ -58,3 +62,5 @@ def checked_settings(*, unknown_tools: str, approval_ttl_s: float, session_wait_
         raise ConfigError(f"approval_ttl_s must be positive, got {approval_ttl_s!r}")
     if not session_wait_s >= 0:
         raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
+    if session_result_wait_s is not None and not session_result_wait_s >= 0:
+        raise ConfigError(f"session_result_wait_s must be >= 0, got {session_result_wait_s!r}")

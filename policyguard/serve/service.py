@@ -7,8 +7,10 @@ its trace events carry the principal, the replica and the request id.
 Session records live in the store (every replica reads them); the process
 keeps one :class:`~policyguard.session.Session` object per recent session id
 (:meth:`Service.session`), so a conversation's next request reads only the
-messages it adds. A check never waits for another request's write to finish
-(``session_wait_s=0``): a write of the session still running counts as done.
+messages it adds. The checks of one session are judged one at a time, across
+replicas too (each waits up to :data:`SESSION_TURN_WAIT_S` for its turn), but a
+check never waits for another request's write to finish
+(``session_result_wait_s=0``): a write of the session still running counts as done.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from policyguard.audit.trace import Trace
 from policyguard.errors import ConfigError
 
 from .body import MAX_BODY_BYTES
+
+SESSION_TURN_WAIT_S = 10.0  # how long a check waits while another check of its session is being judged
 from .keys import PublicKey, jwks, public_key, signing_key
 from .metered import MeteredStore
 from .metrics import Metrics
@@ -103,7 +107,8 @@ class Service:
             unknown_tools=base.unknown_tools,
             denials=self.store,
             sessions=base.sessions,
-            session_wait_s=0,
+            session_wait_s=SESSION_TURN_WAIT_S,
+            session_result_wait_s=0,
         )
 
     def jwks(self) -> dict[str, list[dict[str, str]]]:
@@ -145,7 +150,8 @@ def build_service(config: ServeConfig) -> Service:
         allow_unverified=loaded.allow_unverified,
         unknown_tools=loaded.unknown_tools,
         sessions=store,
-        session_wait_s=0,
+        session_wait_s=SESSION_TURN_WAIT_S,
+        session_result_wait_s=0,
     )
     issuer = None
     keys: list[PublicKey] = []

@@ -269,7 +269,9 @@ class Session:
                 if site.judged == "allow" and site.result is None and self._is_mutating(site.call.name)
             ]
 
-    def claim_writes(self, turn: object, timeout: float, pending: ToolCall | None = None) -> bool:
+    def claim_writes(
+        self, turn: object, timeout: float, pending: ToolCall | None = None, fates_timeout: float | None = None
+    ) -> bool:
         """Take the session's write turn for one check (``turn``, any object) until :meth:`release_writes`.
 
         Waits until no other check holds the turn and no allowed write is still
@@ -277,21 +279,27 @@ class Session:
         in the record. False when another check still holds the turn after
         ``timeout`` seconds (the write must not be judged without it) or the
         turn was released while waiting (its check was cancelled). A write
-        still running after ``timeout`` no longer delays the turn: it counts as
-        unknown for this check. A running write that is ``pending`` itself (a
-        check of it again) is not waited for: the check refuses it at once.
+        still running after ``fates_timeout`` (default ``timeout``) no longer
+        delays the turn: it counts as unknown for this check. A running write
+        that is ``pending`` itself (a check of it again) is not waited for: the
+        check refuses it at once.
         """
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
+        fates_deadline = now + (timeout if fates_timeout is None else min(timeout, fates_timeout))
         with self._changed:
             self._waiting.add(turn)
             try:
-                while turn not in self._abandoned and (self._turn is not None or self._others_running(pending)):
-                    left = deadline - time.monotonic()
-                    if left <= 0 and self._turn is None:
-                        break
-                    if left <= 0:
+                while turn not in self._abandoned:
+                    now = time.monotonic()
+                    if self._turn is None:
+                        if now >= fates_deadline or not self._others_running(pending):
+                            break
+                        self._changed.wait(fates_deadline - now)
+                    elif now >= deadline:
                         return False
-                    self._changed.wait(left)
+                    else:
+                        self._changed.wait(deadline - now)
                 if turn in self._abandoned:
                     return False
                 self._turn = turn
@@ -300,17 +308,27 @@ class Session:
                 self._waiting.discard(turn)
                 self._abandoned.discard(turn)
 
-    def claim(self, turn: object, timeout: float, *, write: bool, pending: ToolCall | None = None) -> bool:
+    def claim(
+        self,
+        turn: object,
+        timeout: float,
+        *,
+        write: bool,
+        pending: ToolCall | None = None,
+        fates_timeout: float | None = None,
+    ) -> bool:
         """Take this session for one check (``turn``) until :meth:`release`: a write first takes the write
         turn (:meth:`claim_writes`), then every check takes the store's hold on the session, so the checks of
         one session are judged one at a time across threads, guards and replicas sharing the store (each
         store says how: a lock in memory, a file lock beside an SQLite file, an advisory lock in
-        PostgreSQL). Holding it, the record is brought up to date, and a write waits (until ``timeout``) for
-        the fates of writes other replicas allowed. False when the session could not be had in time, or the
-        check was released (cancelled) meanwhile.
+        PostgreSQL). Holding it, the record is brought up to date, and a write waits (until ``fates_timeout``,
+        default ``timeout``) for the fates of earlier allowed writes, other replicas' too. False when the
+        session could not be had in time, or the check was released (cancelled) meanwhile.
         """
-        deadline = time.monotonic() + timeout
-        if write and not self.claim_writes(turn, timeout, pending):
+        now = time.monotonic()
+        deadline = now + timeout
+        fates_deadline = now + (timeout if fates_timeout is None else min(timeout, fates_timeout))
+        if write and not self.claim_writes(turn, timeout, pending, fates_timeout):
             return False
         hold = self._store_hold(max(0.0, deadline - time.monotonic()))
         with self._changed:
@@ -322,7 +340,7 @@ class Session:
                 return False
             self._holds[turn] = hold
         if write:
-            self._await_other_writes(deadline, pending)
+            self._await_other_writes(fates_deadline, pending)
         return True
 
     def holding(self, turn: object) -> bool:

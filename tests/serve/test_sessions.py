@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,64 @@ def test_a_credit_allowed_on_one_replica_counts_on_the_other(tmp_path: Path, rep
     assert allowed.json()["outcome"] == "allow" and reported.json() == {"recorded": True}
     assert again.json()["outcome"] == "block" and "credit-once" in json.dumps(again.json()["requirements"])
     assert other.json()["outcome"] == "allow"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_url", store_urls(), indirect=True)
+def test_sibling_credits_checked_at_once_on_two_replicas_are_judged_as_one_process_judges_them(
+    tmp_path: Path, replicas: Any, store_url: str
+) -> None:
+    """One assistant message issues two credits; the host sends both checks at the same moment, one to each
+    replica. The record is the store's, and the decisions of one session are serialized there, so in every
+    conversation exactly the first credit passes, as the history read once decides: the second sees the first
+    issued before it, judged or not."""
+    files = credit_files(tmp_path)
+    a = replicas("a", [*files, "--store", store_url])
+    b = replicas("b", [*files, "--store", store_url])
+    first = tool_call("call_0", "send_credit", {"user_id": "u1", "amount": 50})
+    second = tool_call("call_1", "send_credit", {"user_id": "u1", "amount": 50})
+    history = [{"role": "user", "content": "two credits please"}, {"role": "assistant", "tool_calls": [first, second]}]
+    outcomes: list[tuple[str, str]] = []
+    with httpx.Client(timeout=TIMEOUT) as client, ThreadPoolExecutor(max_workers=4) as pool:
+        for round_ in range(12):
+            session = f"conv-{unique()}"
+            urls = (a.url, b.url) if round_ % 2 else (b.url, a.url)
+            futures = [
+                pool.submit(
+                    client.post, f"{url}/v1/check", json={"trajectory": history, "call": call, "session_id": session}
+                )
+                for url, call in zip(urls, (first, second), strict=True)
+            ]
+            answers = [future.result().json() for future in futures]
+            outcomes.append((answers[0]["outcome"], answers[1]["outcome"]))
+    assert outcomes == [("allow", "block")] * 12
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_url", store_urls(), indirect=True)
+def test_two_turns_checked_at_once_on_two_replicas_never_both_send_a_credit(
+    tmp_path: Path, replicas: Any, store_url: str
+) -> None:
+    """A client that keeps only the newest turn sends two credit checks of one conversation at the same moment,
+    one to each replica, neither history showing the other credit. Decided one after the other in the store,
+    the second always sees the first; decided side by side, both would pass."""
+    files = credit_files(tmp_path)
+    a = replicas("a", [*files, "--store", store_url])
+    b = replicas("b", [*files, "--store", store_url])
+    calls = [tool_call(f"call_{n}", "send_credit", {"user_id": "u1", "amount": 50}) for n in (1, 2)]
+    histories = [[{"role": "user", "content": "a credit"}, {"role": "assistant", "tool_calls": [c]}] for c in calls]
+    allowed: list[int] = []
+    with httpx.Client(timeout=TIMEOUT) as client, ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(16):
+            session = f"conv-{unique()}"
+            futures = [
+                pool.submit(
+                    client.post, f"{url}/v1/check", json={"trajectory": history, "call": call, "session_id": session}
+                )
+                for url, call, history in zip((a.url, b.url), calls, histories, strict=True)
+            ]
+            allowed.append(sum(future.result().json()["outcome"] == "allow" for future in futures))
+    assert allowed == [1] * 16
 
 
 # -- in process: the request fields and the results endpoint ---------------------------
