@@ -27,8 +27,6 @@ from policyguard.audit.trace import Trace
 from policyguard.errors import ConfigError
 
 from .body import MAX_BODY_BYTES
-
-SESSION_TURN_WAIT_S = 10.0  # how long a check waits while another check of its session is being judged
 from .keys import PublicKey, jwks, public_key, signing_key
 from .metered import MeteredStore
 from .metrics import Metrics
@@ -37,6 +35,8 @@ from .requesttrace import RequestTrace
 
 if TYPE_CHECKING:  # pragma: no cover
     from policyguard.session import Session
+
+SESSION_TURN_WAIT_S = 10.0  # how long a check waits while another check of its session is being judged
 
 DEFAULT_STORE = "sqlite:///:memory:"
 
