@@ -85,7 +85,7 @@ def test_block_then_recheck_of_the_same_call_id_is_still_a_block() -> None:
     store.set_captured("O1", 80)
     guard, executor, effects = wiring(store, trace)
     first = guard.check(CALL, before_read())
-    assert first.outcome == "block" and store.is_denied("c1")
+    assert first.outcome == "block" and not store.is_denied("c1")  # keyed by the call's identity, not its bare id
     again = guard.check(CALL, after_read())
     assert again.outcome == "block" and again.grant is None and "denied earlier" in (again.error or "")
     assert not executor.execute(CALL, again.grant, principal=None, resource=None).executed
