@@ -87,7 +87,11 @@ class NonceStore(Protocol):
         ...
 
     def deny(self, call_id: str) -> None:
-        """Record a deny verdict for ``call_id``; it wins over any allow."""
+        """Record a deny verdict under the key ``call_id``; it wins over any allow.
+
+        The guard's keys name a call's identity (:mod:`policyguard.enforcement.scoped`); a
+        bare call id refuses every call with that id.
+        """
         ...
 
     def is_denied(self, call_id: str) -> bool: ...
