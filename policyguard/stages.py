@@ -68,15 +68,26 @@ class Approver(Protocol):
     An allow on an approval a reviewer gave for exactly this call (spent once),
     a block on a reviewer's deny or an unreachable queue, else
     :meth:`Decision.await_approval` for the request waiting in the queue.
-    ``args_sha256`` is the argument hash the guard took for this decision.
+    ``args_sha256`` is the argument hash the guard took for this decision;
+    ``place`` which issuance of the call this is, for deny wins
+    (:func:`policyguard.guard.calls.call_place`).
     """
 
     def ask(
-        self, call: ToolCall, trajectory: Trajectory, decision: Decision, *, args_sha256: str, session_id: str | None
+        self,
+        call: ToolCall,
+        trajectory: Trajectory,
+        decision: Decision,
+        *,
+        args_sha256: str,
+        session_id: str | None,
+        place: str = "",
     ) -> Decision: ...
 
 
 class Granter(Protocol):
     """Binds an allow to its call with a signed grant the executor checks; any other decision is returned as is."""
 
-    def grant(self, call: ToolCall, decision: Decision, *, args_sha256: str, session_id: str | None) -> Decision: ...
+    def grant(
+        self, call: ToolCall, decision: Decision, *, args_sha256: str, session_id: str | None, place: str = ""
+    ) -> Decision: ...

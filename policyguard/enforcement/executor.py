@@ -14,7 +14,8 @@ only when:
    :mod:`policyguard.enforcement.approvalcheck`; no approval check configured: refused,
    ``needs_approval``);
 3. the grant verifies (signature, bindings, policy version, expiry, unused
-   nonce, no deny recorded for the call id: deny wins);
+   nonce, no deny recorded for the call: deny wins, keyed by the call's identity
+   in :mod:`.scoped`);
 4. for a money effect, the idempotency key is claimed in the ledger within the
    captured amount (with the nonce and the deny record in the same transaction
    when the store implements :class:`~policyguard.enforcement.store.SpendAndClaim`). A
@@ -55,7 +56,6 @@ from policyguard.trajectory.messages import ToolCall
 
 from .approvalcheck import ApprovalCheck, MoneyEffect
 from .grants import GrantClaims, GrantError, GrantVerifier
-from .scoped import deny_key
 from .store import EffectClaim, EffectRequest, Ledger, LedgerUnavailable, SpendAndClaim
 
 PENDING_REASON = "effect_pending: look up by key before retrying"
@@ -226,7 +226,7 @@ class GuardedExecutor:
             self._capable_of = (nonces, isinstance(nonces, SpendAndClaim))
         if self._capable_of[1] and (effect is None or nonces is self.ledger):
             spent = cast(SpendAndClaim, nonces).spend_and_claim(
-                claims.nonce, self.verifier.nonce_expiry(claims), deny_key(claims.session_id, call_id), effect
+                claims.nonce, self.verifier.nonce_expiry(claims), claims.identity(call_id).deny_lookups(), effect
             )
             if spent.outcome != "replayed":
                 self.verifier.purger.tick()  # a nonce was spent: now and then, forget the expired ones

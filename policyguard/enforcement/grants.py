@@ -11,8 +11,14 @@ and, for INV-1, "Make Tool-Boundary Authorization an Invariant Before You Give A
 Verification order, and why: signature and claim shape first; then the checks
 that need no shared state (issuer, policy version, expiry, every binding); only
 then the nonce is consumed, so a mismatched or stale call does not burn a grant
-it could never use; and last the deny record for the call id is read, after the
-nonce is spent, so a deny recorded at any time before consumption wins.
+it could never use; and last the deny record for the call is read, after the
+nonce is spent, so a deny recorded at any time before consumption wins. The
+deny record is read under the call's identity
+(:class:`~policyguard.enforcement.scoped.CallIdentity`): the grant's session,
+call id, tool, argument hash and ``place`` claim. A grant without a ``place``
+(older grants, or an issuer that does not know it) is read as a call with no
+known place, the stricter case: any deny of its identity, or of its bare id,
+refuses it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from policyguard.trajectory.messages import ToolCall
 
 from . import jws
 from .purge import NoncePurger
-from .scoped import deny_key
+from .scoped import CallIdentity
 from .store import NonceStore
 
 ALGORITHM = jws.ALGORITHM
@@ -63,6 +69,11 @@ class GrantClaims(BaseModel):
     iss: str
     approval_id: str | None = None
     session_id: str | None = None
+    place: str = ""
+
+    def identity(self, call_id: str) -> CallIdentity:
+        """The identity of the call this grant is for, as the deny store keys it (``call_id``: the call's id)."""
+        return CallIdentity(self.session_id, call_id, self.tool, self.args_sha256, self.place)
 
 
 def generate_keypair() -> tuple[bytes, bytes]:
@@ -112,6 +123,7 @@ class GrantIssuer:
         approval_id: str | None = None,
         args_sha256: str | None = None,
         session_id: str | None = None,
+        place: str = "",
     ) -> str:
         """A signed grant for exactly ``call``, valid for ``ttl_s`` seconds (never past ``expires_at``), usable once.
 
@@ -122,6 +134,10 @@ class GrantIssuer:
 
         ``session_id`` binds the grant to the conversation its call belongs to:
         the executor reads the deny record under the session and the call id.
+
+        ``place``: which issuance of the call the guard allowed
+        (:func:`policyguard.guard.calls.call_place`); the executor reads the deny
+        record of the call at that place. ``""``: unknown, the stricter case.
         """
         now = int(self._clock())
         exp = now + int(self.ttl_s)
@@ -141,12 +157,15 @@ class GrantIssuer:
             iss=self.issuer,
             approval_id=approval_id,
             session_id=session_id,
+            place=place,
         )
         payload = claims.model_dump()
         if approval_id is None:
             del payload["approval_id"]  # a plain gate grant keeps its original claim set
         if session_id is None:
             del payload["session_id"]
+        if not place:
+            del payload["place"]
         return jws.encode(payload, self._sign, kid=self.kid)
 
 
@@ -222,11 +241,11 @@ class GrantVerifier:
         return float(claims.exp + self.leeway_s)
 
     def spend(self, claims: GrantClaims, call_id: str) -> None:
-        """Consume the grant's nonce, then read the deny record for ``call_id``; GrantError if either refuses."""
+        """Consume the grant's nonce, then read the deny record of the call; GrantError if either refuses."""
         if not self.nonces.consume(claims.nonce, self.nonce_expiry(claims)):
             raise self.refusal("replayed", claims, call_id)
         self.purger.tick()
-        if self.nonces.is_denied(deny_key(claims.session_id, call_id)):
+        if any(self.nonces.is_denied(key) for key in claims.identity(call_id).deny_lookups()):
             raise self.refusal("denied", claims, call_id)
 
     @staticmethod

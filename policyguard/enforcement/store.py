@@ -96,7 +96,11 @@ class NonceStore(Protocol):
         ...
 
     def deny(self, call_id: str) -> None:
-        """Record a deny verdict for ``call_id``; it wins over any allow."""
+        """Record a deny verdict under the key ``call_id``; it wins over any allow.
+
+        The guard's keys name a call's identity (:mod:`policyguard.enforcement.scoped`); a
+        bare call id refuses every call with that id.
+        """
         ...
 
     def is_denied(self, call_id: str) -> bool: ...
@@ -195,8 +199,14 @@ class SpendAndClaim(Protocol):
     store need not implement it.
     """
 
-    def spend_and_claim(self, nonce: str, expires_at: float, call_id: str, effect: EffectRequest | None) -> Spent:
-        """Consume ``nonce``; if it was fresh, read the deny record; if none, claim ``effect``. One transaction."""
+    def spend_and_claim(
+        self, nonce: str, expires_at: float, deny_keys: str | Sequence[str], effect: EffectRequest | None
+    ) -> Spent:
+        """Consume ``nonce``; if it was fresh, read the deny record; if none, claim ``effect``. One transaction.
+
+        ``deny_keys``: the call is denied when a deny is recorded under any of them
+        (:meth:`policyguard.enforcement.scoped.CallIdentity.deny_lookups`; one string is one key).
+        """
         ...
 
 
@@ -495,15 +505,18 @@ class SQLiteStore:
 
     # -- SpendAndClaim -------------------------------------------------------
 
-    def spend_and_claim(self, nonce: str, expires_at: float, call_id: str, effect: EffectRequest | None) -> Spent:
-        """Consume ``nonce``, read the deny record of ``call_id``, claim ``effect``: one transaction."""
+    def spend_and_claim(
+        self, nonce: str, expires_at: float, deny_keys: str | Sequence[str], effect: EffectRequest | None
+    ) -> Spent:
+        """Consume ``nonce``, read the deny records under ``deny_keys``, claim ``effect``: one transaction."""
+        keys = (deny_keys,) if isinstance(deny_keys, str) else tuple(deny_keys)
 
         def op(conn: sqlite3.Connection) -> Spent:
             if not _consume(conn, nonce, expires_at):
                 return Spent(outcome="replayed")
             if effect is None:
-                return Spent(outcome="denied") if _is_denied(conn, call_id) else Spent(outcome="spent")
-            state = _claim_state(conn, effect, call_id)
+                return Spent(outcome="denied") if _is_denied(conn, *keys) else Spent(outcome="spent")
+            state = _claim_state(conn, effect, keys)
             if state[-1]:
                 return Spent(outcome="denied")
             return Spent(outcome="spent", claim=self._claim(conn, effect, state))
@@ -542,7 +555,7 @@ class SQLiteStore:
             args_sha256=args_sha256,
             enforce_captured=enforce_captured,
         )
-        return self._write(lambda conn: self._claim(conn, request, _claim_state(conn, request, None)))
+        return self._write(lambda conn: self._claim(conn, request, _claim_state(conn, request, ())))
 
     def _claim(self, conn: sqlite3.Connection, effect: EffectRequest, state: tuple[Any, ...]) -> EffectClaim:
         """Claim ``effect`` given its :func:`_claim_state` read in this same transaction."""
@@ -681,24 +694,28 @@ def _consume(conn: sqlite3.Connection, nonce: str, expires_at: float) -> bool:
 
 _CLAIM_STATE = (
     f"SELECT {', '.join('e.' + name for name in EFFECT_FIELDS)}, c.amount, COALESCE(k.amount, 0), "
-    "EXISTS (SELECT 1 FROM denials d WHERE d.call_id = q.call_id) "
-    "FROM (SELECT ? AS key, ? AS tx, ? AS call_id) q "
+    "EXISTS (SELECT 1 FROM denials d WHERE d.call_id IN ({keys})) "
+    "FROM (SELECT ? AS key, ? AS tx) q "
     "LEFT JOIN effects e ON e.idempotency_key = q.key "
     "LEFT JOIN captures c ON c.transaction_id = q.tx "
     "LEFT JOIN claimed k ON k.transaction_id = q.tx"
 )
 
 
-def _claim_state(conn: sqlite3.Connection, effect: EffectRequest, call_id: str | None) -> tuple[Any, ...]:
-    """In one statement: the key's existing effect (or NULLs), the captured and claimed sums, whether denied."""
+def _claim_state(conn: sqlite3.Connection, effect: EffectRequest, deny_keys: Sequence[str]) -> tuple[Any, ...]:
+    """In one statement: the key's existing effect (or NULLs), the captured and claimed sums, whether denied
+    (under any of ``deny_keys``; none: not denied)."""
     row: tuple[Any, ...] = conn.execute(
-        _CLAIM_STATE, (effect.idempotency_key, effect.transaction_id, call_id)
+        _CLAIM_STATE.replace("{keys}", ", ".join("?" * len(deny_keys))),
+        (*deny_keys, effect.idempotency_key, effect.transaction_id),
     ).fetchone()
     return row
 
 
-def _is_denied(conn: sqlite3.Connection, call_id: str) -> bool:
-    return conn.execute("SELECT 1 FROM denials WHERE call_id = ?", (call_id,)).fetchone() is not None
+def _is_denied(conn: sqlite3.Connection, *keys: str) -> bool:
+    """Whether a deny is recorded under any of ``keys``."""
+    marks = ", ".join("?" * len(keys))
+    return conn.execute(f"SELECT 1 FROM denials WHERE call_id IN ({marks}) LIMIT 1", keys).fetchone() is not None
 
 
 def effect_record(row: tuple[object, ...]) -> EffectRecord:

@@ -36,7 +36,14 @@ class PersonApprover:
     granter: CallGranter
 
     def ask(
-        self, call: ToolCall, trajectory: Trajectory, decision: Decision, *, args_sha256: str, session_id: str | None
+        self,
+        call: ToolCall,
+        trajectory: Trajectory,
+        decision: Decision,
+        *,
+        args_sha256: str,
+        session_id: str | None,
+        place: str = "",
     ) -> Decision:
         """Spend an approval a reviewer gave for exactly this call, or wait for one (see approvals.flow)."""
         from policyguard.approvals.flow import (
@@ -75,7 +82,7 @@ class PersonApprover:
                 )
             for request in found:
                 if request.status == "approved":
-                    spent = self._spend(call, request, carried, session_id)
+                    spent = self._spend(call, request, carried, session_id, place)
                     if spent is not None:
                         return spent
             waiting = [r for r in found if r.status == "pending"]
@@ -102,7 +109,7 @@ class PersonApprover:
         return Decision.await_approval(request.id, waiting_message(request.id), **carried)
 
     def _spend(
-        self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any], session_id: str | None
+        self, call: ToolCall, request: ApprovalRequest, carried: dict[str, Any], session_id: str | None, place: str
     ) -> Decision | None:
         """Allow ``call`` on ``request``'s approval, once; None when another check spent it first."""
         from policyguard.approvals.flow import event_fields
@@ -110,10 +117,10 @@ class PersonApprover:
         from policyguard.trajectory.canonical import sha256_hex
 
         allow = Decision.allow("approver", approval_id=request.id, **carried)
-        checked = self.denials.check(call, allow, session_id)
+        checked = self.denials.check(call, allow, session_id, place)
         if checked.outcome != "allow":
             return checked.model_copy(update={"requirements": carried["requirements"]})
-        token = self.granter.for_approval(call, request)
+        token = self.granter.for_approval(call, request, place)
         queue = self.settings.approvals
         assert queue is not None
         try:

@@ -31,7 +31,7 @@ from policyguard.trajectory.messages import ToolCall, Trajectory
 from . import rules
 from .approver import PersonApprover
 from .build import from_files
-from .calls import call_ids, plain_name
+from .calls import call_ids, call_place, plain_name
 from .denials import DenyWins
 from .front import FrontRefusals
 from .gatestage import GateStage
@@ -339,12 +339,15 @@ class Guard:
     ) -> Decision:
         """The final decision: a person's say, deny wins, advisory mode, the session's record, the grant."""
         sha, session_id = ids["args_sha256"], None if record is None else record.id
+        place = "" if record is not None else call_place(trajectory, call, sha)  # sessions: no place yet
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         if self._may_escalate(decision, allow_unverified=self.allow_unverified):
-            decision = self._approver.ask(call, trajectory, decision, args_sha256=sha, session_id=session_id)
+            decision = self._approver.ask(
+                call, trajectory, decision, args_sha256=sha, session_id=session_id, place=place
+            )
         if decision.outcome == "allow" and decision.approval_id is None:
-            decision = self._denials.check(call, decision, session_id)
+            decision = self._denials.check(call, decision, session_id, place)
         advisory = False
         if decision.outcome == "block" and not self.strict:
             advisory = True
@@ -354,6 +357,6 @@ class Guard:
         if record is not None:
             decision = self._sessions.into_record(call, decision, record, ids, turn)
             decision = decision.model_copy(update={"session_id": record.id})
-        decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id)
-        self._recorder.decided(decision, advisory, started, ids, session_id)
+        decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id, place=place)
+        self._recorder.decided(decision, advisory, started, ids, session_id, place)
         return decision

@@ -26,7 +26,11 @@ class CallGranter:
 
     settings: GuardSettings
 
-    def grant(self, call: ToolCall, decision: Decision, *, args_sha256: str, session_id: str | None) -> Decision:
+    def grant(
+        self, call: ToolCall, decision: Decision, *, args_sha256: str, session_id: str | None, place: str = ""
+    ) -> Decision:
+        """``decision`` with a grant when it allows; the grant names ``place`` so the executor reads the deny
+        record of this issuance of the call (:class:`~policyguard.enforcement.scoped.CallIdentity`)."""
         grants = self.settings.grants
         if decision.outcome != "allow" or grants is None or decision.grant is not None:
             return decision
@@ -37,12 +41,13 @@ class CallGranter:
             policy_version=self.settings.checklist.policy.version,
             args_sha256=None if args_sha256 == UNHASHABLE_ARGS else args_sha256,  # hashed once per decision
             session_id=session_id,
+            place=place,
         )
         return decision.model_copy(update={"grant": token})
 
-    def for_approval(self, call: ToolCall, request: ApprovalRequest) -> str | None:
+    def for_approval(self, call: ToolCall, request: ApprovalRequest, place: str = "") -> str | None:
         """The grant for ``call`` on a person's approval ``request``, valid no longer than the approval; None
-        without an issuer."""
+        without an issuer. ``place``: as for :meth:`grant`."""
         grants = self.settings.grants
         if grants is None:
             return None
@@ -53,4 +58,5 @@ class CallGranter:
             policy_version=self.settings.checklist.policy.version,
             expires_at=request.expires_at,
             approval_id=request.id,
+            place=place,
         )

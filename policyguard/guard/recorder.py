@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from policyguard.audit.counters import Counters
 from policyguard.decision import Decision, Usage
+from policyguard.enforcement.scoped import CallIdentity
 
 from .denials import DenyWins
 from .settings import GuardSettings
@@ -37,11 +38,18 @@ class Recorder:
         self.emit("submit", **traced(ids, session_id))
 
     def decided(
-        self, decision: Decision, advisory: bool, started: float, ids: dict[str, Any], session_id: str | None
+        self,
+        decision: Decision,
+        advisory: bool,
+        started: float,
+        ids: dict[str, Any],
+        session_id: str | None,
+        place: str = "",
     ) -> None:
-        """Count the final ``decision`` and write its events; a block's deny goes to the deny store."""
+        """Count the final ``decision`` and write its events; a block's deny goes to the deny store, under the
+        call's identity at ``place`` (:func:`~policyguard.guard.calls.call_place`)."""
         self._count(decision, advisory)
-        self._record(decision, advisory, time.perf_counter() - started, ids, session_id)
+        self._record(decision, advisory, time.perf_counter() - started, ids, session_id, place)
 
     def execution(self, decision: Decision, *, executed: bool, error: str | None, emit_event: bool) -> None:
         """Whether an allowed call reached the tool (see :meth:`policyguard.guard.core.Guard.record_execution`)."""
@@ -89,7 +97,13 @@ class Recorder:
         self.counters.add(**deltas)
 
     def _record(
-        self, decision: Decision, advisory: bool, latency_s: float, ids: dict[str, Any], session_id: str | None
+        self,
+        decision: Decision,
+        advisory: bool,
+        latency_s: float,
+        ids: dict[str, Any],
+        session_id: str | None,
+        place: str,
     ) -> None:
         checklist = self.settings.checklist
         usage = decision.usage or Usage()
@@ -101,7 +115,8 @@ class Recorder:
             extra["policy_version"] = checklist.policy.version
             extra["expires_at"] = time.time() + _ttl(self.settings.grants, self.settings.decision_ttl_s)
         elif not decision.awaiting_approval:
-            extra.update(self.denials.remember(session_id, ids["call_id"]))
+            call = CallIdentity(session_id, ids["call_id"], ids["tool"], ids["args_sha256"], place)
+            extra.update(self.denials.remember(call))
         if not decision.awaiting_approval:  # a waiting call is neither allowed nor denied: its event is `escalate`
             self.emit(verdict_event, **traced(ids, session_id), **extra)
         self.emit(

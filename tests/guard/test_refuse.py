@@ -7,6 +7,7 @@ from typing import Any
 from policyguard import Guard
 from policyguard.audit.trace import Trace
 from policyguard.decision import RequirementResult
+from policyguard.enforcement.scoped import CallIdentity
 from policyguard.enforcement.store import SQLiteStore
 from policyguard.trajectory.messages import ToolCall
 
@@ -25,7 +26,8 @@ def test_a_refusal_is_traced_counted_and_remembered_as_a_deny(checklist: Any, po
     assert [e["event"] for e in trace.events] == ["submit", "deny", "decision"]
     assert trace.events[-1]["requirements"][0]["status"] == "UNVERIFIED"
     assert guard.counters.blocked == 1 and guard.counters.passed == 0
-    assert store.is_denied("c1")  # deny wins: an executor shown this call id later refuses it
+    denied = CallIdentity(None, "c1", CALL.name, CALL.args_sha256)  # no trajectory: the call has no place
+    assert any(store.is_denied(key) for key in denied.deny_lookups())  # deny wins: an executor refuses it later
 
 
 def test_advisory_mode_never_softens_a_refusal(checklist: Any, policy_text: str) -> None:

@@ -5,7 +5,7 @@ conversations sent to one server use the same call ids. With a session id a
 deny is keyed by the session and the call id, and the guard judges each write
 on the conversation's own record, kept in the server's store where every
 replica reads it. Without one, a check is one-shot and a deny is keyed by the
-call id alone (the old behaviour, kept for clients that send no session id).
+call alone: its id, tool, arguments and the message that issued it.
 """
 
 from __future__ import annotations
@@ -87,15 +87,20 @@ def test_a_block_in_one_conversation_does_not_refuse_the_same_call_id_in_another
     assert runs["B"] == runs["C"] == {**EXPECTED, "call_5": "allow:gate"}
 
 
-def test_without_a_session_id_a_deny_is_keyed_by_the_call_id_alone(server: Replica) -> None:
-    """The one-shot default: A's blocked call_5 makes B's call_5 'refused earlier'. Clients should send a session id."""
+def test_without_a_session_id_a_deny_is_keyed_by_the_call_alone(server: Replica) -> None:
+    """The one-shot default: A's blocked call_5 does not refuse B's call_5 (another refund), but it does refuse
+    C's, which asks for A's refund with A's call id in the same message: without a session id nothing tells
+    them apart. Clients should send a session id."""
+    transaction = unique()
     with httpx.Client(timeout=TIMEOUT) as client:
-        a = refund_conversation(Conversation(client, server.url, None, "refund please"), unique(), allowed=False)
-        b_conversation = Conversation(client, server.url, None, "refund please")
-        b = refund_conversation(b_conversation, unique(), allowed=True)
+        a = refund_conversation(Conversation(client, server.url, None, "refund please"), transaction, allowed=False)
+        b = refund_conversation(Conversation(client, server.url, None, "refund please"), unique(), allowed=True)
+        c_conversation = Conversation(client, server.url, None, "refund please")
+        c = refund_conversation(c_conversation, transaction, allowed=True)
     assert a["call_5"] == "block:gate"
-    assert b["call_5"] == "block:guard"
-    assert "refused earlier" in b_conversation.history[-1]["content"]
+    assert b["call_5"] == "allow:gate"
+    assert c["call_5"] == "block:guard"
+    assert "refused earlier" in c_conversation.history[-1]["content"]
 
 
 # -- replicas share the record --------------------------------------------------------
