@@ -339,7 +339,7 @@ class Guard:
     ) -> Decision:
         """The final decision: a person's say, deny wins, advisory mode, the session's record, the grant."""
         sha, session_id = ids["args_sha256"], None if record is None else record.id
-        place = "" if record is not None else call_place(trajectory, call, sha)  # sessions: no place yet
+        place = record.place_of(call) if record is not None else call_place(trajectory, call, sha)
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
         if self._may_escalate(decision, allow_unverified=self.allow_unverified):

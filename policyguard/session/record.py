@@ -260,6 +260,16 @@ class Session:
                     successes.setdefault(site.call.name, []).append(result)
             return RecordView(sites, dict(self._said), successes)
 
+    def place_of(self, call: ToolCall) -> str:
+        """Where the host issued ``call``, as deny wins names an issuance ("message.position"); "" when the
+        record has it only as a call already decided (a check of it again) or not at all."""
+        with self._lock:
+            at = self._pending.get(call.id)
+            if at is None or not self._undecided(self.sites[at], call):
+                return ""
+            number, position = self.sites[at].place
+            return f"{number}.{position}"
+
     def unsettled(self) -> list[tuple[str, str]]:
         """Allowed writes with no result: ``(tool, why)`` for each (why: the unknown's reason, or still running)."""
         with self._lock:
