@@ -94,6 +94,11 @@ class Decision(BaseModel):
     tool: str | None = None
     args_sha256: str | None = None
     session_id: str | None = Field(default=None, description="The session the call was judged in, if any.")
+    place: str | None = Field(
+        default=None,
+        description="Which issuance of the call id this decision is about (the host's message and position), "
+        "when known: a later call that reuses the id is another call.",
+    )
     inconsistency: str | None = None
     error: str | None = None
     usage: Usage | None = None

@@ -339,22 +339,40 @@ class _Call:
     effects_owed: dict[tuple[str, str], int] = field(default_factory=dict)  # executes still without their effect
 
 
-def _call_key(event: Any) -> tuple[str | None, str]:
-    """Which call an event is about: its call id within its session (``session_id``, when the event has one).
+def _call_key(event: Any) -> tuple[str | None, str, str]:
+    """Which call an event is about: its call id within its session (``session_id``, when the event has one),
+    at its ``place`` (which issuance of that id it is; "" when the event names none).
 
     Agents number calls per conversation, so ``call_5`` of two sessions are two
-    calls: an execute is judged against the allows and denies of its own session.
+    calls, and stacks that number calls per turn reuse ``call_0``: an execute is
+    judged against the allows and denies of its own session and place.
     """
     session = getattr(event, "session_id", None)
-    return (session if isinstance(session, str) else None, event.call_id)
+    place = getattr(event, "place", None)
+    return (session if isinstance(session, str) else None, event.call_id, place if isinstance(place, str) else "")
+
+
+@dataclass
+class _Denies:
+    """The denies of one call id in one session, by place, for the calls judged at another place."""
+
+    unplaced: set[tuple[str, str]] = field(default_factory=set)  # (tool, args_sha256) denied with no place
+    placed: set[tuple[str, str]] = field(default_factory=set)  # ... denied at some place
+
+    def refuse(self, place: str, tool: str, sha: str) -> bool:
+        """A deny with no place refuses the same tool and arguments at every place; a call with no place is
+        refused by a deny of the same tool and arguments at any place (as the deny store keys them)."""
+        return (tool, sha) in self.unplaced or (not place and (tool, sha) in self.placed)
 
 
 def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int | None = None) -> AuditReport:
     """Replay INV-1 events in trace order and report every violation.
 
     Calls are told apart by ``call_id`` within their ``session_id`` (events
-    without one are in no session): an allow or deny in one session says
-    nothing about the same call id in another.
+    without one are in no session) and their ``place`` (events without one have
+    none): an allow or deny in one session says nothing about the same call id
+    in another, nor one at one place about a later call that reuses the id. A
+    deny with no place refuses that tool and those arguments at every place.
 
     Each execute is judged once, against the first failing rule in this order:
     ``denied`` (any earlier deny for the call_id), ``no_allow`` (no earlier
@@ -379,7 +397,8 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
     With ``records=0``, or no events and no ``records``, the trace is empty:
     :class:`TraceFormatError`, because an empty trace is not a clean one.
     """
-    calls: dict[tuple[str | None, str], _Call] = {}
+    calls: dict[tuple[str | None, str, str], _Call] = {}
+    denies: dict[tuple[str | None, str], _Denies] = {}
     approvals: dict[str, _Approval] = {}
     current_version: str | None = None
     effect_keys: dict[str, int] = {}
@@ -408,11 +427,19 @@ def audit(events: Iterable[tuple[int, Inv1Event] | Inv1Event], *, records: int |
                 found = _judge_approval(event, approvals.setdefault(event.approval_id, _Approval()), line)
         elif isinstance(event, DenyEvent):
             call.denied = True
+            session, call_id, place = _call_key(event)
+            other = denies.setdefault((session, call_id), _Denies())
+            (other.placed if place else other.unplaced).add((event.tool, event.args_sha256))
             if event.approval_id is not None:
                 approvals.setdefault(event.approval_id, _Approval()).denied = True
         elif isinstance(event, ExecuteEvent):
             executes += 1
-            found = _judge(event, call, current_version)
+            session, call_id, place = _call_key(event)
+            elsewhere = denies.get((session, call_id))
+            if elsewhere is not None and elsewhere.refuse(place, event.tool, event.args_sha256):
+                found = "denied", "a deny for this call came earlier (deny wins)"
+            else:
+                found = _judge(event, call, current_version)
             call.executed = True
             call.executes.append((event.tool, event.args_sha256, line))
             key = (event.tool, event.args_sha256)

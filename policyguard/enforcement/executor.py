@@ -197,7 +197,7 @@ class GuardedExecutor:
         except LedgerUnavailable as exc:
             return _refuse("inconclusive", str(exc))
         if money is None:
-            return self._run(tool, call, sha, None, claims.session_id)
+            return self._run(tool, call, sha, None, claims.session_id, claims.place)
         if claim is None:  # a store that spent the grant but claimed nothing: the effect is not recorded
             return _refuse("inconclusive", "the store returned no ledger claim for a money effect")
         if claim.refusal is not None:
@@ -213,7 +213,7 @@ class GuardedExecutor:
             return ExecutionResult(
                 executed=False, result=result, reason="replayed_from_ledger", replayed_from_ledger=True
             )
-        return self._run(tool, call, sha, money, claims.session_id)
+        return self._run(tool, call, sha, money, claims.session_id, claims.place)
 
     def _spend_and_claim(self, claims: GrantClaims, call_id: str, effect: EffectRequest | None) -> EffectClaim | None:
         """Spend the grant, read the deny record, claim the effect: one transaction when the store can.
@@ -265,10 +265,19 @@ class GuardedExecutor:
         return None if problem is None else _refuse("needs_approval", f"{above}: {problem}")
 
     def _run(
-        self, tool: Callable[..., Any], call: ToolCall, sha: str, money: MoneyEffect | None, session_id: str | None
+        self,
+        tool: Callable[..., Any],
+        call: ToolCall,
+        sha: str,
+        money: MoneyEffect | None,
+        session_id: str | None,
+        place: str = "",
     ) -> ExecutionResult:
-        """Run the tool; the trace's execute and effect events name the call's session, as its allow did."""
-        session = {} if session_id is None else {"session_id": session_id}
+        """Run the tool; the trace's execute and effect events name the call's session and place, as its
+        allow did."""
+        session: dict[str, Any] = {} if session_id is None else {"session_id": session_id}
+        if place:
+            session["place"] = place
         if self.trace is not None:
             self.trace.emit("execute", call_id=call.id, tool=call.name, args_sha256=sha, **session)
         try:

@@ -357,6 +357,8 @@ class Guard:
         if record is not None:
             decision = self._sessions.into_record(call, decision, record, ids, turn)
             decision = decision.model_copy(update={"session_id": record.id})
+        if place:
+            decision = decision.model_copy(update={"place": place})
         decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id, place=place)
         self._recorder.decided(decision, advisory, started, ids, session_id, place)
         return decision

@@ -65,6 +65,7 @@ class Recorder:
                 args_sha256=decision.args_sha256,
                 reached_executor=True,
                 **_session_field(decision.session_id),
+                **({"place": decision.place} if decision.place else {}),
             )
         else:
             self.counters.add(executor_refused=1)
@@ -118,7 +119,7 @@ class Recorder:
             call = CallIdentity(session_id, ids["call_id"], ids["tool"], ids["args_sha256"], place)
             extra.update(self.denials.remember(call))
         if not decision.awaiting_approval:  # a waiting call is neither allowed nor denied: its event is `escalate`
-            self.emit(verdict_event, **traced(ids, session_id), **extra)
+            self.emit(verdict_event, **traced(ids, session_id, place), **extra)
         self.emit(
             "decision",
             **traced(ids, session_id),
@@ -145,9 +146,11 @@ class Recorder:
         )
 
 
-def traced(ids: dict[str, Any], session_id: str | None) -> dict[str, Any]:
-    """A trace event's call fields, with the session id when the call belongs to a session."""
-    return ids if session_id is None else {**ids, "session_id": session_id}
+def traced(ids: dict[str, Any], session_id: str | None, place: str = "") -> dict[str, Any]:
+    """A trace event's call fields, with the session id when the call belongs to a session and the place
+    that names its issuance when known (deny wins and the INV-1 audit tell calls apart by it)."""
+    fields = ids if session_id is None else {**ids, "session_id": session_id}
+    return {**fields, "place": place} if place else fields
 
 
 def _session_field(session_id: str | None) -> dict[str, Any]:

@@ -128,7 +128,11 @@ def test_a_tool_that_raises_counts_as_sent_and_the_next_run_is_not_held_up():
     assert time.monotonic() - started < guard.session_wait_s / 3
     [decision] = decisions(result)
     assert decision.outcome == "block" and "not known" in (decision.message or "")
-    assert [e.kind for e in guard.sessions.session_events("conv-2") if e.call_id == "c1"] == ["call", "judge", "unknown"]  # issued, allowed, fate unknown
+    assert [e.kind for e in guard.sessions.session_events("conv-2") if e.call_id == "c1"] == [
+        "call",
+        "judge",
+        "unknown",
+    ]  # issued, allowed, fate unknown
 
 
 # -- calls of one message run at once; the guard judges them one after the other --

@@ -193,7 +193,12 @@ def test_a_tool_that_asks_a_person_runs_once_when_the_thread_is_resumed():
     assert desk.sent == [50]
     assert tool_message(out, "c1").status == "success"
     kinds = [(e.kind, e.call_id) for e in guard.sessions.session_events("t1") if e.kind != "user"]
-    assert kinds == [("call", "c1"), ("judge", "c1"), ("unknown", "c1"), ("result", "c1")]  # issued, allowed, paused, ran
+    assert kinds == [
+        ("call", "c1"),
+        ("judge", "c1"),
+        ("unknown", "c1"),
+        ("result", "c1"),
+    ]  # issued, allowed, paused, ran
 
 
 # -- calls of one message run at once; the guard judges them one after the other --
