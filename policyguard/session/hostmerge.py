@@ -76,9 +76,13 @@ class Batch:
                 raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
         found = [self._recorded_site(call) for call in calls]
         sites = self.session.sites
-        known = [sites[at].place[0] for at in found if at is not None]
-        if known:
-            number = min(known)
+        # A call the guard judged before the host showed it, with nothing numbered after it yet: this message
+        # is where it was issued, so its siblings share its number (a read issued with it is not after it).
+        # Any other match (an old call whose id, tool and arguments a new one reuses, after the history was
+        # rewritten) never pulls new calls back in time: they take the next number.
+        direct = [sites[at].place[0] for at in found if at is not None and sites[at].direct]
+        if direct and max(direct) == self.message:
+            number = self.message
         else:
             self.message += 1
             number = self.message

@@ -66,6 +66,7 @@ class _Site:
     place: tuple[int, int]  # (message number, position in it): where the host issued it
     result: ToolResult | None = None
     unknown: str | None = None  # why the fate is unknown
+    direct: bool = False  # judged before the host's history showed it
 
     @property
     def key(self) -> tuple[int, int, int]:
@@ -143,6 +144,10 @@ class Session:
         self._by_id: dict[str, list[int]] = {}  # call id -> its sites, in order
         self._said: dict[str, int] = {}
         self._message = 0  # the newest message number in the record
+        # The number of the calls judged before the host showed them, while nothing else came after them: calls
+        # checked side by side with no result between may run concurrently, so they share one message number.
+        self._direct_group: int | None = None
+        self._direct_next = 0  # the next position in that group
         self._running_writes: set[int] = set()  # allowed writes with no result and no unknown fate
         self._turn: object | None = None  # the write check judging now (see claim_writes)
         self._waiting: set[object] = set()  # checks waiting in claim_writes
@@ -201,7 +206,11 @@ class Session:
             if at is not None and self._undecided(self.sites[at], call):
                 self._append([NewEvent(kind="judge", call_id=call.id, answers=self.sites[at].seq, judged=judged)])
                 return
-            place = (self._message + 1, 0)  # not issued as far as the record knows: after everything it holds
+            # not issued as far as the record knows: after everything it holds, beside the calls judged so since
+            if self._direct_group is not None:
+                place = (self._direct_group, self._direct_next)
+            else:
+                place = (self._message + 1, 0)
             event = NewEvent(
                 kind="call", call_id=call.id, tool=call.name, arguments=call.arguments, judged=judged, place=place
             )
@@ -469,11 +478,16 @@ class Session:
 
     def _apply(self, event: SessionEvent) -> None:
         self._seq = event.seq
+        direct_group, self._direct_group = self._direct_group, None  # any event but a direct call closes it
         if event.kind == "call":
             place = event.place if event.place is not None else (event.seq, 0)  # a record written before places
             at = len(self.sites)
+            direct = event.judged != "seen"
             site = _Site(ToolCall(id=event.call_id, name=event.tool, arguments=event.arguments), event.seq,
-                         event.judged, place)  # fmt: skip
+                         event.judged, place, direct=direct)  # fmt: skip
+            if direct and place[0] >= self._message:
+                previous = self._direct_next if direct_group == place[0] else 0
+                self._direct_group, self._direct_next = place[0], max(previous, place[1] + 1)
             self.sites.append(site)
             bisect.insort(self._order, at, key=lambda index: self.sites[index].key)
             self._message = max(self._message, place[0])

@@ -87,6 +87,39 @@ def test_after_reading_again_the_write_is_judged_on_the_new_state() -> None:
     assert guard.check(lower, Trajectory(messages=[*history, asked(lower)]), session=session).outcome == "block"
 
 
+def test_a_write_judged_before_the_history_showed_it_keeps_its_concurrent_read_before_it() -> None:
+    """The host checks the raise with a history that does not show it yet, runs it beside a re-read, then
+    shows the message: the re-read (stale) is placed in the raise's message, so it is not the state after it."""
+    guard = make_guard()
+    session = guard.session()
+    history = opening()
+    assert guard.check(RAISE, Trajectory(messages=history), session=session).outcome == "allow"
+    guard.record_result(session, "w1", "OK")
+    history += [asked(RAISE, reread()), answer("w1", "OK"), answer("r1", {"account_id": "A1", "limit": 10})]
+    history.append(asked(LOWER))
+    assert guard.check(LOWER, Trajectory(messages=history), session=session).outcome == "block"
+
+
+def test_a_call_matched_to_an_old_one_after_a_rewrite_never_pulls_a_new_sibling_back_in_time() -> None:
+    """Ids numbered per turn: after a summary the history is read again and turn 3's call_0 read matches turn 1's
+    record (same id, tool and arguments); the new write issued with it is still placed after everything."""
+    guard = make_guard()
+    session = guard.session()
+    read = call("call_0", "get_account", account_id="A1")
+    history: list[Message] = []
+    for turn in range(3):
+        history += [Message(role="user", content=f"turn {turn}"), asked(read)]
+        assert guard.check(read, Trajectory(messages=history), session=session).outcome == "allow"
+        guard.record_result(session, "call_0", json.dumps({"account_id": "A1", "limit": 10 + turn}))
+        history.append(answer("call_0", {"account_id": "A1", "limit": 10 + turn}))
+    write = call("call_1", "set_limit", account_id="A1", limit=30)
+    rewritten = [Message(role="user", content="Summary: the limit was read."), asked(read, write)]
+    assert guard.check(write, Trajectory(messages=rewritten), session=session).outcome == "allow"
+    sites = session.view().call_sites()
+    [written] = [site.order for site in sites if site.call.name == "set_limit"]
+    assert all(written[0] > site.order[0] for site in sites if site.call.name == "get_account")
+
+
 # -- siblings of one message ------------------------------------------------------
 
 
