@@ -284,6 +284,7 @@ class FixedTarget:
                     args_sha256=current.args_sha256,
                     idempotency_key=key,
                     recovered_by="lookup",
+                    **({"place": decision.place} if decision.place else {}),  # the execute's place, from its grant
                 )
                 attempts.append(_attempt(current, "recovered_by_lookup", False, "committed: found by key"))
                 return ToolReply(ok=True, content=json.dumps(found))
