@@ -46,7 +46,8 @@ from .remediation import (
     remediation_message,
 )
 from .sessions import SessionBridge
-from .settings import checked_settings
+from .settings import checked_mode, checked_settings
+from .shadow import GuardMode, lifted, shadowed_ids, would_block
 from .verifierstage import VerifierStage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,8 +95,10 @@ class Guard:
         sessions: SessionStore | None = None,
         session_wait_s: float = 30.0,
         session_result_wait_s: float | None = None,
+        mode: GuardMode = "enforce",
     ) -> None:
         checklist.check_policy(policy_text)
+        checked_mode(mode)
         checked_settings(
             unknown_tools=unknown_tools, approval_ttl_s=approval_ttl_s, session_wait_s=session_wait_s,
             session_result_wait_s=session_result_wait_s,
@@ -107,6 +110,7 @@ class Guard:
         self.verifier = verifier
         self.strict = strict
         self.allow_unverified = allow_unverified
+        self.mode: GuardMode = mode  # "shadow": no checklist requirement blocks, each records what it would block
         self.trace = trace if trace is not None else Trace()
         self.principal = principal
         self.grants = grants
@@ -137,7 +141,8 @@ class Guard:
         policy: str | Path,
         checklist: str | Path,
         model: str = "none",
-        mode: str = "checklist",
+        mode: str = "enforce",
+        verifier_mode: str = "checklist",
         use_gate: bool = True,
         strict: bool = True,
         trace_path: str | Path | None = None,
@@ -150,13 +155,18 @@ class Guard:
     ) -> Guard:
         """Build a guard from a policy file, a checklist file and a model spec (``"none"``: the gate only).
 
+        ``mode`` is the guard's (``"enforce"`` or ``"shadow"``, as for :class:`Guard`); ``verifier_mode``
+        what the verifier model is shown (``"checklist"``, ``"raw"``, ``"raw_traj"``, ``"checklist_only"``).
+        A verifier mode passed as ``mode``, as before the guard had modes, is still read as one.
+
         Any other ``model`` goes through :func:`policyguard.resolve_model`, which
         refuses an unknown name or a provider model whose key is not set. The
         other settings are passed to :class:`Guard` unchanged. A problem with a
         file raises a :class:`PolicyGuardError` subclass naming the file.
         """
         return from_files(
-            cls, policy=policy, checklist=checklist, model=model, mode=mode, use_gate=use_gate,
+            cls, policy=policy, checklist=checklist, model=model, mode=mode, verifier_mode=verifier_mode,
+            use_gate=use_gate,
             trace_path=trace_path, strict=strict, principal=principal, unknown_tools=unknown_tools,
             approvals=approvals, grants=grants, denials=denials, sessions=sessions,
         )  # fmt: skip
@@ -322,7 +332,15 @@ class Guard:
         )  # fmt: skip
 
     def _wants_verifier(self, first: Decision) -> bool:
-        return rules.wants_verifier(first, approvable_block=self._may_escalate(first, allow_unverified=True))
+        waiting = self._may_escalate(first, allow_unverified=True) or bool(self._shadowed(first, unjudged_ok=True))
+        return rules.wants_verifier(first, approvable_block=waiting)
+
+    def _shadowed(self, decision: Decision, *, unjudged_ok: bool = False) -> list[str]:
+        """The shadowed requirements that alone block ``decision`` (empty: the block stands)."""
+        if decision.outcome != "block" or decision.tool is None:
+            return []
+        shadowed = shadowed_ids(self.checklist, decision.tool, self.mode)
+        return would_block(decision, shadowed, allow_unverified=unjudged_ok or self.allow_unverified)
 
     def _unverified(self, first: Decision, ids: dict[str, Any]) -> Decision:
         return rules.without_verifier(first, ids, allow_unverified=self.allow_unverified)
@@ -342,7 +360,10 @@ class Guard:
         place = record.place_of(call) if record is not None else call_place(trajectory, call, sha)
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
-        if self._may_escalate(decision, allow_unverified=self.allow_unverified):
+        shadow_blocked = self._shadowed(decision.model_copy(update={"tool": call.name}))
+        if shadow_blocked:  # before the approval queue: a shadowed rule asks no person
+            decision = lifted(decision, shadow_blocked)
+        elif self._may_escalate(decision, allow_unverified=self.allow_unverified):
             decision = self._approver.ask(
                 call, trajectory, decision, args_sha256=sha, session_id=session_id, place=place
             )
@@ -352,7 +373,7 @@ class Guard:
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
-        warnings = rules.weakened(decision, advisory, gate=self.gate, verifier=self.verifier)
+        warnings = [*decision.warnings, *rules.weakened(decision, advisory, gate=self.gate, verifier=self.verifier)]
         decision = decision.model_copy(update={**ids, "warnings": warnings})
         if record is not None:
             decision = self._sessions.into_record(call, decision, record, ids, turn)

@@ -115,3 +115,13 @@ def test_init_writes_starter_scenarios_beside_the_checklist_that_pass(
 def test_init_without_a_checklist_points_to_checklist_init(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["init"]) == 2
     assert "policyguard checklist init --policy" in capsys.readouterr().err
+
+
+def test_the_guides_scenarios_are_the_ones_this_suite_runs() -> None:
+    import yaml
+
+    from tests.docblocks import doc_block
+
+    shown = yaml.safe_load(doc_block("docs/checklists/rollout.md", "scenarios"))
+    ran = yaml.safe_load((HERE / "scenarios.yaml").read_text())
+    assert shown["scenarios"] == ran["scenarios"][:2]
