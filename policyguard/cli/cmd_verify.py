@@ -61,6 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the Decision's warnings); the exit code still says BLOCK",
     )
     parser.add_argument(
+        "--on-unverified",
+        choices=("allow", "block"),
+        default="allow",
+        help="with --model none, requirements only a verifier can judge: allow the call (default; they are "
+        "named on stderr and in the Decision's warnings) or block it",
+    )
+    parser.add_argument(
         "--shadow",
         action="store_true",
         help="shadow mode: no checklist requirement blocks; the Decision's shadow_blocked names those that would "
@@ -145,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             strict=not args.advisory,
             trace_path=args.trace,
             unknown_tools=args.unknown_tools,
+            on_unverified=args.on_unverified,
         )
     except OSError as exc:  # the trace file, or a file named by --model
         raise ConfigError(f"{exc.filename or 'a file'}: cannot open: {exc.strerror or exc}") from None
