@@ -7,16 +7,12 @@ actually called.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from policyguard._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# Modules that moved into the concept subpackages keep their old import paths for
-# one release: ``_moved/`` holds a forwarding module per old path (policyguard._compat).
-__path__.append(os.path.join(os.path.dirname(__file__), "_moved"))
 
 _EXPORTS: dict[str, str] = {
     "Checklist": ".checklist.schema",

@@ -112,6 +112,11 @@ class Decision(BaseModel):
         default=None,
         description="The approval request this decision waits for (final escalate), spent (allow) or was denied by.",
     )
+    shadow_blocked: list[str] = Field(
+        default_factory=list,
+        description="Requirements in shadow mode that would have blocked this call; it was allowed (see "
+        "policyguard.guard.shadow). Empty when nothing was shadowed.",
+    )
     warnings: list[str] = Field(
         default_factory=list,
         description="How an integrator's setting weakened fail-closed for this call (advisory mode let a BLOCK "

@@ -34,10 +34,8 @@ ROOT_ENTRIES = {
     "resources.py",
     "distribution.py",
     "loopback.py",
-    "_compat.py",
     "_lazy.py",
     "_data",
-    "_moved",
     # the concepts, bottom-up
     "trajectory",
     "checklist",
@@ -112,7 +110,7 @@ def test_every_layer_named_in_the_contract_is_in_the_package_root() -> None:
     named = {name.strip() for layer in _layers() for name in layer.replace(":", "|").split("|")}
     present = {path.stem for path in PACKAGE.iterdir() if path.name in ROOT_ENTRIES}
     assert named <= present
-    assert present - named == {"__init__", "__main__", "_data", "_moved"}
+    assert present - named == {"__init__", "__main__", "_data"}
 
 
 @pytest.mark.parametrize("package", sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()))

@@ -11,17 +11,3 @@ May use: :mod:`policyguard.enforcement`, :mod:`policyguard.gate`,
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-# Until this release ``policyguard.approvals`` was the executor's approval check;
-# it lives in ``policyguard.enforcement.approvalcheck`` now.
-_MOVED = {"MoneyEffect", "ApprovalCheck", "RecordApprovals"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        from policyguard._compat import moved_name
-
-        return moved_name(__name__, name, "policyguard.enforcement.approvalcheck")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,7 @@ class CounterSnapshot(BaseModel):
     escalated: int = 0
     errors: int = 0
     advisory_blocks: int = 0
+    shadow_blocked: int = 0  # allowed calls that a requirement in shadow mode would have blocked (also in passed)
     executed: int = 0
     executed_mutating: int = 0
     executor_refused: int = 0

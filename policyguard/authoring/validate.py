@@ -544,6 +544,15 @@ class _Semantics:
         from policyguard.gate.cel import CHECK_VARIABLES, HELPER_FUNCTIONS, CelError, compile_check
 
         out = self.out
+        spec = self.checklist.tools.get(tool_key) if tool_key is not None else None
+        if req.mode == "shadow" and spec is not None and spec.effect is not None:
+            out.add(
+                (*base, "mode"),
+                f"a money invariant in shadow mode: {tool_key!r} moves money, and a call failing {req.id!r} will "
+                "run (only the effect's ceiling, approval threshold and idempotency key still hold); enforce it "
+                "once 'policyguard audit report' shows a clean record",
+                "warning",
+            )
         if req.kind == "procedural" and not req.confirmation and reads_like_confirmation(req.text):
             out.add(
                 (*base, "text"),

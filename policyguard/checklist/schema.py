@@ -140,6 +140,15 @@ class Requirement(_Model):
         ),
     )
 
+    mode: Literal["enforce", "shadow"] = Field(
+        default="enforce",
+        description=(
+            "enforce (default): a failure blocks the call. shadow: a failure is recorded as would-block "
+            "(Decision.shadow_blocked, the trace, 'policyguard audit report') and the call runs; errors and "
+            "missing evidence still block. Promote a rule to enforce once its record is clean."
+        ),
+    )
+
     @field_validator("confirmation")
     @classmethod
     def _confirmation_is_procedural(cls, value: bool, info: ValidationInfo) -> bool:
@@ -433,7 +442,7 @@ class Checklist(_Model):
     @cached_property
     def version(self) -> str:
         """This checklist's own version: the sha256 of its canonical content."""
-        return "sha256:" + sha256_hex(canonical_json(self.model_dump(mode="json")))
+        return "sha256:" + sha256_hex(canonical_json(_without_default_modes(self.model_dump(mode="json"))))
 
     def tool_key(self, tool: str) -> str | None:
         """The key that covers ``tool``: the exact key, else the first glob that matches (see the module doc)."""
@@ -481,6 +490,16 @@ class Checklist(_Model):
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
         return cls.model_json_schema()
+
+
+def _without_default_modes(data: dict[str, Any]) -> dict[str, Any]:
+    """The dump a version hashes: ``mode: enforce`` (the default) left out, so checklists written before
+    the field existed keep their version; a shadowed requirement changes it."""
+    requirements = [r for spec in data.get("tools", {}).values() for r in spec["requirements"]]
+    for requirement in [*requirements, *data.get("general_rules", [])]:
+        if requirement.get("mode") == "enforce":
+            del requirement["mode"]
+    return data
 
 
 def _model_at(path: tuple[str | int, ...]) -> type[BaseModel] | None:

@@ -161,6 +161,20 @@ def _unknown_tool(tool: str, known: Any, file: str) -> str:
     )
 
 
+def effect_lines(effect: Any) -> list[str]:
+    """A tool's ``effect:``: what the executor's ledger holds it to, and which arguments it reads."""
+    currency = f" in args.{effect.currency_arg}" if effect.currency_arg else ""
+    lines = [f"    effect: {effect.kind}: moves args.{effect.amount_arg}{currency} on args.{effect.transaction_arg}, "
+             f"at most once per args.{effect.idempotency_arg}"]  # fmt: skip
+    if effect.resource_arg:
+        lines.append(f"      resource: {effect.resource_arg} must equal the granted resource")
+    lines.append(f"      ceiling: {effect.ceiling:g} a call" if effect.ceiling is not None else "      ceiling: none")
+    if effect.approval_threshold is not None:
+        by = f", proven by [{effect.approved_by}]" if effect.approved_by else " (no approved_by: a queue or a block)"
+        lines.append(f"      approval: above {effect.approval_threshold:g} needs a person's approval{by}")
+    return lines
+
+
 def render_checklist(checklist: Any, *, tool: str | None = None, file: str | None = None) -> str:
     """A plain-text view of a checklist: tools, mutation, requirements with source and check."""
     from policyguard.authoring.validate import checklist_stats
@@ -171,7 +185,8 @@ def render_checklist(checklist: Any, *, tool: str | None = None, file: str | Non
     wrap = textwrap.TextWrapper(width=100, subsequent_indent=" " * 10)
 
     def requirement(req: Requirement) -> None:
-        lines.append(f"    [{req.id}] {req.kind}")
+        shadow = " (shadow: records, never blocks)" if req.mode == "shadow" else ""
+        lines.append(f"    [{req.id}] {req.kind}{shadow}")
         lines.append(wrap.fill(f"      text: {req.text.strip()}"))
         lines.append(wrap.fill(f"      source: \u201c{req.source.strip()}\u201d"))
         if req.prerequisites:
@@ -212,6 +227,8 @@ def render_checklist(checklist: Any, *, tool: str | None = None, file: str | Non
         flag = "MUTATING" if spec.mutating else "read-only"
         about = f" - {spec.description.strip()}" if spec.description else ""
         lines.append(f"  {name}: {flag}{about}")
+        if spec.effect is not None:
+            lines += effect_lines(spec.effect)
         for req in spec.requirements:
             requirement(req)
     show_general = tool is None or checklist.is_mutating(tool)

@@ -112,9 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
         from policyguard.integrations import mcp_proxy, mcp_transport
     except ImportError as exc:
-        raise ConfigError(
-            f"mcp-proxy needs the MCP SDK ({exc.name} is missing): {install_hint('mcp')}"
-        ) from None
+        raise ConfigError(f"mcp-proxy needs the MCP SDK ({exc.name} is missing): {install_hint('mcp')}") from None
     if sys.version_info >= (3, 11):
         from builtins import BaseExceptionGroup
     else:  # pragma: no cover - anyio brings the backport on 3.10

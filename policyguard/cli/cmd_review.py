@@ -73,9 +73,7 @@ def _handle(args: argparse.Namespace) -> int:
 
         from policyguard.review.app import create_app
     except ImportError as exc:
-        raise ConfigError(
-            f"the review console needs the [review] extra: {install_hint('review')} ({exc})"
-        ) from exc
+        raise ConfigError(f"the review console needs the [review] extra: {install_hint('review')} ({exc})") from exc
     from policyguard.approvals.url import open_approvals
 
     queue = open_approvals(args.store, create=False)  # a mistyped path is an error, not a new empty queue

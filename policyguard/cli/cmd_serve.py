@@ -85,6 +85,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="a tool the checklist does not name: block it (default) or judge it as mutating (opt-in)",
     )
     parser.add_argument(
+        "--shadow",
+        action="store_true",
+        help="shadow mode: no checklist requirement blocks; each decision's shadow_blocked names those that "
+        "would have; errors, missing evidence and an effect's money rules still block (one worker)",
+    )
+    parser.add_argument(
         "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest request body (default 4 MiB)"
     )
     parser.add_argument(
@@ -184,7 +190,15 @@ def run(args: argparse.Namespace) -> int:
                           "workers with private memory stores would not share spent nonces or denials")  # fmt: skip
     header_timeout = HEADER_TIMEOUT_S if args.header_timeout is None else args.header_timeout
     limits = ConnectionLimits(header_timeout, fit_open_files(args.max_connections))
+    if args.shadow and args.workers > 1:
+        raise ConfigError("--shadow serves one worker for now: drop --workers or run without --shadow")
     service = build_service(config)  # also in the parent with --workers: a bad setting fails here, once
+    if args.shadow:
+        from policyguard.guard.shadow import shadowed_checklist
+
+        service.base.checklist = shadowed_checklist(service.base.checklist)
+        print("policyguard serve: shadow mode: no requirement blocks; decisions name those that would "
+              "(shadow_blocked)", file=sys.stderr)  # fmt: skip
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

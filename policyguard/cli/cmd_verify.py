@@ -60,6 +60,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="record a BLOCK verdict, even a failed verifier, but let the call run (warned on stderr and in "
         "the Decision's warnings); the exit code still says BLOCK",
     )
+    parser.add_argument(
+        "--on-unverified",
+        choices=("allow", "block"),
+        default="allow",
+        help="with --model none, requirements only a verifier can judge: allow the call (default; they are "
+        "named on stderr and in the Decision's warnings) or block it",
+    )
+    parser.add_argument(
+        "--shadow",
+        action="store_true",
+        help="shadow mode: no checklist requirement blocks; the Decision's shadow_blocked names those that would "
+        "have (warned on stderr); errors, missing evidence and an effect's money rules still block",
+    )
     parser.add_argument("--trace", type=Path, default=None, help="append the audit trace to this JSONL file")
     parser.add_argument(
         "--unknown-tools",
@@ -133,11 +146,13 @@ def run(args: argparse.Namespace) -> int:
             policy=args.policy,
             checklist=args.checklist,
             model=args.model,
-            mode=args.mode,
+            mode="shadow" if args.shadow else "enforce",
+            verifier_mode=args.mode,
             use_gate=not args.no_gate,
             strict=not args.advisory,
             trace_path=args.trace,
             unknown_tools=args.unknown_tools,
+            on_unverified=args.on_unverified,
         )
     except OSError as exc:  # the trace file, or a file named by --model
         raise ConfigError(f"{exc.filename or 'a file'}: cannot open: {exc.strerror or exc}") from None

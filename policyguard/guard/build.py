@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.stages import Verifier
 
 _G = TypeVar("_G")
+_VERIFIER_MODES = ("checklist", "raw", "raw_traj", "checklist_only")
 
 
 def from_files(
@@ -29,15 +30,23 @@ def from_files(
     checklist: str | Path,
     model: str,
     mode: str,
+    verifier_mode: str,
     use_gate: bool,
     trace_path: str | Path | None,
+    on_unverified: str = "allow",
     **settings: Any,
 ) -> _G:
     """``build(checklist, policy_text, ...)`` (the guard class) over the loaded files; ``settings`` are passed
-    on unchanged. ``model="none"`` builds no verifier and allows unverified requirements."""
+    on unchanged. ``model="none"`` builds no verifier and allows unverified requirements unless
+    ``on_unverified="block"``. ``mode`` is the guard's (enforce, shadow); a verifier mode given there (the
+    older spelling) is taken as ``verifier_mode``."""
     from policyguard.gate.hardgate import HardGate
     from policyguard.verifier.models import resolve_model
 
+    if mode in _VERIFIER_MODES:
+        mode, verifier_mode = "enforce", mode
+    if on_unverified not in ("allow", "block"):
+        raise ConfigError(f"on_unverified must be 'allow' or 'block', got {on_unverified!r}")
     loaded: Checklist = load_checklist(checklist)
     policy_text = _read_policy(Path(policy))
     backend = resolve_model(model)
@@ -45,7 +54,7 @@ def from_files(
     if backend is not None:
         from policyguard.verifier.llm import LLMVerifier
 
-        verifier = LLMVerifier(backend, mode=mode)  # type: ignore[arg-type]
+        verifier = LLMVerifier(backend, mode=verifier_mode)  # type: ignore[arg-type]
     try:
         trace = Trace(trace_path) if trace_path else None
     except OSError as exc:
@@ -56,8 +65,9 @@ def from_files(
             policy_text,
             gate=HardGate(loaded) if use_gate else None,
             verifier=verifier,
-            allow_unverified=backend is None,
+            allow_unverified=backend is None and on_unverified == "allow",
             trace=trace,
+            mode=mode,
             **settings,
         )
     except ChecklistError as exc:  # the policy pin: name both files

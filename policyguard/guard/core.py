@@ -14,6 +14,7 @@ session's record takes the decision (:mod:`.sessions`), an allow gets its grant
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -25,8 +26,9 @@ from policyguard.audit.trace import Trace
 from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision, RequirementResult, Stage
 from policyguard.stages import Approver, CheckContext, FrontCheck, Gate, Granter, Verifier
+from policyguard.trajectory.formats import Format, to_trajectory
 from policyguard.trajectory.inputs import as_call, as_trajectory
-from policyguard.trajectory.messages import ToolCall, Trajectory
+from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 from . import rules
 from .approver import PersonApprover
@@ -46,7 +48,8 @@ from .remediation import (
     remediation_message,
 )
 from .sessions import SessionBridge
-from .settings import checked_settings
+from .settings import checked_mode, checked_settings
+from .shadow import GuardMode, lifted, shadowed_ids, would_block
 from .verifierstage import VerifierStage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +61,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # What this module exported before its helpers moved out; `policyguard.guard.core.after_block` stays a valid path.
 __all__ = ["APPROVAL_UNAVAILABLE", "NO_VERIFIER_MESSAGE", "SESSION_BUSY_MESSAGE", "Guard", "after_block", "off_loop"]
 __all__ += ["remediation_message"]
+
+_log = logging.getLogger("policyguard")
 
 
 class Guard:
@@ -94,8 +99,10 @@ class Guard:
         sessions: SessionStore | None = None,
         session_wait_s: float = 30.0,
         session_result_wait_s: float | None = None,
+        mode: GuardMode = "enforce",
     ) -> None:
         checklist.check_policy(policy_text)
+        checked_mode(mode)
         checked_settings(
             unknown_tools=unknown_tools, approval_ttl_s=approval_ttl_s, session_wait_s=session_wait_s,
             session_result_wait_s=session_result_wait_s,
@@ -107,6 +114,7 @@ class Guard:
         self.verifier = verifier
         self.strict = strict
         self.allow_unverified = allow_unverified
+        self.mode: GuardMode = mode  # "shadow": no checklist requirement blocks, each records what it would block
         self.trace = trace if trace is not None else Trace()
         self.principal = principal
         self.grants = grants
@@ -119,6 +127,7 @@ class Guard:
         # ... and for the results of the session's earlier allowed writes (default: as long)
         self.session_result_wait_s = None if session_result_wait_s is None else float(session_result_wait_s)
         # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
+        self._unverified_logged: set[tuple[str, ...]] = set()
         self._sessions = SessionBridge(self, sessions)
         self._front: FrontCheck = FrontRefusals(self)
         self._front_in_session: FrontCheck = FrontRefusals(self, check_id_reuse=False)  # the record checks ids
@@ -137,7 +146,8 @@ class Guard:
         policy: str | Path,
         checklist: str | Path,
         model: str = "none",
-        mode: str = "checklist",
+        mode: str = "enforce",
+        verifier_mode: str = "checklist",
         use_gate: bool = True,
         strict: bool = True,
         trace_path: str | Path | None = None,
@@ -147,8 +157,17 @@ class Guard:
         grants: GrantIssuer | None = None,
         denials: NonceStore | None = None,
         sessions: SessionStore | None = None,
+        on_unverified: Literal["allow", "block"] = "allow",
     ) -> Guard:
         """Build a guard from a policy file, a checklist file and a model spec (``"none"``: the gate only).
+
+        ``mode`` is the guard's (``"enforce"`` or ``"shadow"``, as for :class:`Guard`); ``verifier_mode``
+        what the verifier model is shown (``"checklist"``, ``"raw"``, ``"raw_traj"``, ``"checklist_only"``).
+        A verifier mode passed as ``mode``, as before the guard had modes, is still read as one.
+
+        ``on_unverified`` (with ``model="none"``): ``"allow"`` (default) lets a call run when the gate proved
+        every requirement it can check and only requirements a verifier would judge are left, naming them in
+        the decision's ``warnings`` and once in a ``policyguard`` log warning; ``"block"`` blocks such calls.
 
         Any other ``model`` goes through :func:`policyguard.resolve_model`, which
         refuses an unknown name or a provider model whose key is not set. The
@@ -156,9 +175,10 @@ class Guard:
         file raises a :class:`PolicyGuardError` subclass naming the file.
         """
         return from_files(
-            cls, policy=policy, checklist=checklist, model=model, mode=mode, use_gate=use_gate,
+            cls, policy=policy, checklist=checklist, model=model, mode=mode, verifier_mode=verifier_mode,
+            use_gate=use_gate,
             trace_path=trace_path, strict=strict, principal=principal, unknown_tools=unknown_tools,
-            approvals=approvals, grants=grants, denials=denials, sessions=sessions,
+            approvals=approvals, grants=grants, denials=denials, sessions=sessions, on_unverified=on_unverified,
         )  # fmt: skip
 
     @property
@@ -189,6 +209,7 @@ class Guard:
         trajectory: Trajectory | Sequence[Any],
         *,
         session: Session | str | None = None,
+        format: Format = "auto",
     ) -> Decision:
         """Decide one pending call. Thread-safe.
 
@@ -199,9 +220,11 @@ class Guard:
         never a silent BLOCK. ``session`` (a :class:`~policyguard.session.Session`
         or its id): judge on the guard's own record of the conversation merged
         with ``trajectory``, and record the decision there; without it the
-        trajectory is all the guard knows.
+        trajectory is all the guard knows. ``format``: the provider format of a message list
+        (``openai_chat``, ``openai_responses``, ``anthropic``, ``langchain``), for a list that reads alike in
+        several (one plain user message); detected by default.
         """
-        call, trajectory = as_call(call), as_trajectory(trajectory)
+        call, trajectory = as_call(call), _as_trajectory(trajectory, format)
         record = self._sessions.as_session(session)
         turn = object()  # this check's hold on the session's write turn (Session.claim_writes)
         try:
@@ -244,10 +267,11 @@ class Guard:
         trajectory: Trajectory | Sequence[Any],
         *,
         session: Session | str | None = None,
+        format: Format = "auto",
     ) -> Decision:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
-        call, trajectory = as_call(call), as_trajectory(trajectory)
+        call, trajectory = as_call(call), _as_trajectory(trajectory, format)
         record = self._sessions.as_session(session)
         turn = object()
         try:
@@ -322,7 +346,24 @@ class Guard:
         )  # fmt: skip
 
     def _wants_verifier(self, first: Decision) -> bool:
-        return rules.wants_verifier(first, approvable_block=self._may_escalate(first, allow_unverified=True))
+        waiting = self._may_escalate(first, allow_unverified=True) or bool(self._shadowed(first, unjudged_ok=True))
+        return rules.wants_verifier(first, approvable_block=waiting)
+
+    def _shadowed(self, decision: Decision, *, unjudged_ok: bool = False) -> list[str]:
+        """The shadowed requirements that alone block ``decision`` (empty: the block stands)."""
+        if decision.outcome != "block" or decision.tool is None:
+            return []
+        shadowed = shadowed_ids(self.checklist, decision.tool, self.mode)
+        return would_block(decision, shadowed, allow_unverified=unjudged_ok or self.allow_unverified)
+
+    def _log_unverified(self, decision: Decision) -> None:
+        """Name, once per set of requirements, what an allowed call had nobody check (the library's stderr)."""
+        if not decision.allowed or self.verifier is not None or not decision.unverified:
+            return
+        key = tuple(sorted(decision.unverified))
+        if key not in self._unverified_logged and len(self._unverified_logged) < 1024:
+            self._unverified_logged.add(key)
+            _log.warning("policyguard: %s", rules.unverified_warning(list(key)))
 
     def _unverified(self, first: Decision, ids: dict[str, Any]) -> Decision:
         return rules.without_verifier(first, ids, allow_unverified=self.allow_unverified)
@@ -342,7 +383,10 @@ class Guard:
         place = record.place_of(call) if record is not None else call_place(trajectory, call, sha)
         if decision.outcome == "escalate":  # a stage chain must never end undecided
             decision = Decision.block("guard", NO_VERIFIER_MESSAGE, error="decision chain ended on escalate")
-        if self._may_escalate(decision, allow_unverified=self.allow_unverified):
+        shadow_blocked = self._shadowed(decision.model_copy(update={"tool": call.name}))
+        if shadow_blocked:  # before the approval queue: a shadowed rule asks no person
+            decision = lifted(decision, shadow_blocked)
+        elif self._may_escalate(decision, allow_unverified=self.allow_unverified):
             decision = self._approver.ask(
                 call, trajectory, decision, args_sha256=sha, session_id=session_id, place=place
             )
@@ -352,7 +396,8 @@ class Guard:
         if decision.outcome == "block" and not self.strict:
             advisory = True
             decision = decision.model_copy(update={"outcome": "allow"})
-        warnings = rules.weakened(decision, advisory, gate=self.gate, verifier=self.verifier)
+        warnings = [*decision.warnings, *rules.weakened(decision, advisory, gate=self.gate, verifier=self.verifier)]
+        self._log_unverified(decision)
         decision = decision.model_copy(update={**ids, "warnings": warnings})
         if record is not None:
             decision = self._sessions.into_record(call, decision, record, ids, turn)
@@ -362,3 +407,12 @@ class Guard:
         decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id, place=place)
         self._recorder.decided(decision, advisory, started, ids, session_id, place)
         return decision
+
+
+def _as_trajectory(value: Trajectory | Sequence[Any], format: Format) -> Trajectory:
+    """``value`` as a trajectory; a provider message list read in ``format`` when one is named."""
+    if format == "auto" or isinstance(value, (Trajectory, str)) or not isinstance(value, Sequence):
+        return as_trajectory(value)
+    if value and all(isinstance(item, Message) for item in value):
+        return as_trajectory(value)
+    return to_trajectory(list(value), format=format)

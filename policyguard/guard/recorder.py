@@ -93,6 +93,8 @@ class Recorder:
                 deltas["advisory_blocks"] = 1
         else:
             deltas["passed"] = 1
+            if decision.shadow_blocked:
+                deltas["shadow_blocked"] = 1
         if decision.stage in ("verifier_error", "gate_error"):
             deltas["errors"] = 1
         self.counters.add(**deltas)
@@ -134,6 +136,7 @@ class Recorder:
             inconsistency=decision.inconsistency,
             verifier_evidence=decision.verifier_evidence or None,
             warnings=decision.warnings or None,
+            shadow_blocked=decision.shadow_blocked or None,
             error=decision.error,
             reached_executor=False if decision.outcome != "allow" else None,
             latency_s=round(latency_s, 6),

@@ -92,4 +92,14 @@ def weakened(decision: Decision, advisory: bool, *, gate: Gate | None, verifier:
         return [f"advisory mode (strict=False) allowed this call although the guard blocked it ({decision.stage})"]
     if decision.outcome == "allow" and decision.stage != "read_only" and gate is None and verifier is None:
         return ["no gate and no verifier (use_gate=False, model none): this mutating call was allowed unchecked"]
+    if decision.outcome == "allow" and verifier is None and decision.unverified and decision.approval_id is None:
+        return [unverified_warning(decision.unverified)]
     return []
+
+
+def unverified_warning(ids: list[str]) -> str:
+    """What gate-only mode did not check, said on the decision that let the call run."""
+    return (
+        f"not checked, no verifier (model none, on_unverified='allow'): {', '.join(ids)}; "
+        "pass a model, or on_unverified='block' to block such calls"
+    )

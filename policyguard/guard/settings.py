@@ -64,3 +64,15 @@ def checked_settings(
         raise ConfigError(f"session_wait_s must be >= 0, got {session_wait_s!r}")
     if session_result_wait_s is not None and not session_result_wait_s >= 0:
         raise ConfigError(f"session_result_wait_s must be >= 0, got {session_result_wait_s!r}")
+
+
+def checked_mode(mode: str) -> None:
+    """The guard's mode is ``enforce`` or ``shadow``; a verifier mode here is named as such."""
+    if mode in ("enforce", "shadow"):
+        return
+    if mode in ("checklist", "raw", "raw_traj", "checklist_only"):
+        raise ConfigError(
+            f"mode={mode!r} is a verifier mode: pass it as LLMVerifier(mode=...) or "
+            "Guard.from_files(verifier_mode=...); Guard's mode is 'enforce' or 'shadow'"
+        )
+    raise ConfigError(f"mode must be 'enforce' or 'shadow', got {mode!r}")

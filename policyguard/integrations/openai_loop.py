@@ -31,6 +31,7 @@ _REMEMBERED_OUTCOMES = 1024
 
 if TYPE_CHECKING:  # pragma: no cover
     from policyguard.enforcement.executor import GuardedExecutor
+    from policyguard.enforcement.store import Ledger
     from policyguard.trajectory.formats.chat_history import ChatHistory
 
 
@@ -58,6 +59,12 @@ class GuardedTools:
     guard built with ``grants=``), allowed calls run only through the executor,
     which verifies the call-bound grant, consumes its nonce and keeps the ledger;
     ``tools`` is then unused.
+
+    Without one, a tool with an ``effect:`` still runs at most once per idempotency key:
+    ``ledger`` (default: an embedded in-memory SQLite ledger, this object's lifetime; pass
+    ``SQLiteStore(path)`` to share it across processes) claims the key before the tool runs, and a
+    retry with the same key gets the recorded result, never a second effect. The checklist's tool
+    names are checked against ``tools`` here (:func:`~policyguard.integrations.hosttools.cross_check`).
     """
 
     def __init__(
@@ -66,6 +73,7 @@ class GuardedTools:
         tools: dict[str, Callable[..., Any]] | None = None,
         *,
         executor: GuardedExecutor | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         if executor is not None and guard.grants is None:
             from policyguard.errors import ConfigError
@@ -81,6 +89,15 @@ class GuardedTools:
         self.guard = guard
         self.tools = dict(tools or {})
         self.executor = executor
+        if executor is None and tools is not None:
+            from .hosttools import cross_check
+
+            cross_check(guard.checklist, self.tools, "GuardedTools")
+        self.effects = ledger
+        if executor is None and ledger is None and any(s.effect for s in guard.checklist.tools.values()):
+            from policyguard.enforcement.store import SQLiteStore
+
+            self.effects = SQLiteStore(":memory:")
         self._outcomes: OrderedDict[tuple[int, str, str, str], ToolOutcome] = OrderedDict()
         self._history: ChatHistory | None = None  # the incremental Chat converter, made on first use
         self._lock = threading.Lock()
@@ -138,12 +155,60 @@ class GuardedTools:
         if function is None:
             self.guard.record_execution(decision, executed=False, error="unknown tool")
             return _outcome(call, decision, f"Error: unknown tool {call.name!r}", is_error=True, executed=False)
+        effect = self._effect_key(call)
+        if effect is not None:
+            refused = self._claim(call, decision, effect)
+            if refused is not None:
+                return refused
         self.guard.record_execution(decision, executed=True)
         try:
             result = function(**call.arguments)
-        except Exception as exc:  # the tool's own failure goes back to the model
+        except Exception as exc:  # the tool's own failure goes back to the model; the key stays pending
             return _outcome(call, decision, f"Error: {exc}", is_error=True, executed=True)
-        return _outcome(call, decision, _text(result), is_error=False, executed=True)
+        text = _text(result)
+        if effect is not None and self.effects is not None:
+            self.effects.complete_effect(effect, text)
+        return _outcome(call, decision, text, is_error=False, executed=True)
+
+    def _effect_key(self, call: ToolCall) -> str | None:
+        spec = self.guard.checklist.tool_spec(call.name)
+        if spec is None or spec.effect is None or self.effects is None:
+            return None
+        return str(call.arguments.get(spec.effect.idempotency_arg))
+
+    def _claim(self, call: ToolCall, decision: Decision, key: str) -> ToolOutcome | None:
+        """Claim ``key`` in the ledger; the outcome for the agent when the key was used before, else None."""
+        assert self.effects is not None
+        effect = self.guard.checklist.tool_spec(call.name).effect  # type: ignore[union-attr]
+        assert effect is not None
+        currency = call.arguments.get(effect.currency_arg) if effect.currency_arg else None
+        claim = self.effects.begin_effect(
+            key,
+            tool=call.name,
+            transaction_id=str(call.arguments.get(effect.transaction_arg)),
+            amount=float(call.arguments.get(effect.amount_arg, 0)),
+            currency=None if currency is None else str(currency),
+            args_sha256=call.args_sha256,
+        )
+        if claim.created:
+            return None
+        record = claim.record
+        self.guard.record_execution(decision, executed=False, error="idempotency key already used")
+        if record is not None and record.args_sha256 == call.args_sha256 and record.status == "committed":
+            return _outcome(call, decision, record.result_json or "", is_error=False, executed=False)
+        why = (
+            "another call"
+            if record is None or record.args_sha256 != call.args_sha256
+            else "a call whose fate is unknown"
+        )
+        return _outcome(
+            call,
+            decision,
+            f"Error: the idempotency key {key!r} was already used by {why}, so this call was not run again. "
+            "Use a new key for a new effect.",
+            is_error=True,
+            executed=False,
+        )
 
     def _through_executor(self, call: ToolCall, decision: Decision) -> ToolOutcome:
         assert self.executor is not None

@@ -319,7 +319,9 @@ def test_the_same_id_with_other_arguments_is_blocked() -> None:
 # -- money effects ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("amount", [-50, 0, "50", True, None, math.nan, 0.0, -0.01, 2**53 + 1], ids=lambda a: f"amount={a!r}")
+@pytest.mark.parametrize(
+    "amount", [-50, 0, "50", True, None, math.nan, 0.0, -0.01, 2**53 + 1], ids=lambda a: f"amount={a!r}"
+)
 def test_a_money_call_whose_amount_is_not_a_positive_number_is_blocked(amount: object) -> None:
     guard, gate, _ = make_guard()
     decision = guard.check(refund(amount), Trajectory())
@@ -400,15 +402,14 @@ def test_the_effect_limits_hold_without_a_gate() -> None:
 # -- the same refusals through the drop-in wrapper and the command line ----------
 
 
-def test_guarded_tools_never_run_a_function_registered_under_a_near_miss_name() -> None:
+def test_guarded_tools_refuse_a_host_whose_function_is_registered_under_a_near_miss_name() -> None:
     from policyguard import GuardedTools
+    from policyguard.errors import ConfigError
 
-    ran: list[str] = []
     guard, _, _ = make_guard()
-    tools = GuardedTools(guard, {"Cancel_order": lambda **kw: ran.append("Cancel_order") or "done"})
-    outcome = tools.run(ToolCall(id="c1", name="Cancel_order", arguments={"order_id": "O1"}), Trajectory())
-    assert outcome.is_error and not outcome.executed and ran == []
-    assert "Did you mean 'cancel_order'?" in outcome.content
+    others = {name: (lambda **kw: "done") for name in guard.checklist.tools if name != "cancel_order"}
+    with pytest.raises(ConfigError, match="'cancel_order' \\(the host has 'Cancel_order'\\)"):
+        GuardedTools(guard, {"Cancel_order": lambda **kw: "done", **others})
 
 
 @pytest.mark.parametrize("name", ["Cancel_order", "cancel_order ", "functions.cancel_order"])

@@ -35,7 +35,6 @@ def tools() -> GuardedTools:
               get_order: {{mutating: false}}
               issue_refund: {{}}
               rename_order: {{}}
-              archive_order: {{}}
             """
         )
     )
@@ -93,7 +92,11 @@ def test_tool_exception_goes_back_to_the_model_as_an_error(tools: GuardedTools) 
     assert "cannot be renamed" in outcome.content
 
 
-def test_allowed_call_with_no_function_is_an_error_not_a_silent_success(tools: GuardedTools) -> None:
-    outcome = tools.run(ToolCall(id="c4", name="archive_order", arguments={}), Trajectory())
-    assert not outcome.executed and outcome.is_error
-    assert tools.guard.counters.executor_refused == 1
+def test_a_checklist_tool_with_no_function_is_refused_when_guard_meets_host(tools: GuardedTools) -> None:
+    from policyguard.errors import ConfigError
+
+    checklist = tools.guard.checklist.model_copy(deep=True)
+    checklist.tools["archive_order"] = checklist.tools["rename_order"]
+    guard = Guard(checklist, POLICY, gate=RefuseRefundsGate(), allow_unverified=True)
+    with pytest.raises(ConfigError, match="'archive_order'"):
+        GuardedTools(guard, dict(tools.tools))

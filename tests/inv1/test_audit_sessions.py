@@ -37,7 +37,8 @@ def test_a_guarded_loop_in_two_sessions_with_the_same_ids_audits_clean():
     trace = Trace(keep=True)
     guard = make_guard(trace=trace)
     for _ in range(2):  # two conversations, both numbering their calls call_1, call_2
-        tools = GuardedTools(guard, {"send_credit": lambda **_: {"ok": True}})
+        host = {name: (lambda **_: {}) for name in guard.checklist.tools}  # the checklist's tools, as the host has them
+        tools = GuardedTools(guard, {**host, "send_credit": lambda **_: {"ok": True}})
         call = ToolCall(id="call_1", name="send_credit", arguments={"user_id": "u1", "amount": 5})
         outcome = tools.run(call, Trajectory(messages=[Message(role="assistant", tool_calls=[call])]))
         assert outcome.executed

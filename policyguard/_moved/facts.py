@@ -1,5 +1,0 @@
-"""Moved to :mod:`policyguard.gate.facts`; this path works until the next release."""
-
-from policyguard._compat import forward
-
-forward(__name__)

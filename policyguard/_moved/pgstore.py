@@ -1,5 +1,0 @@
-"""Moved to :mod:`policyguard.enforcement.pgstore`; this path works until the next release."""
-
-from policyguard._compat import forward
-
-forward(__name__)
