@@ -155,7 +155,8 @@ class Session:
         self._host = HostState()
         self._pending: dict[str, int] = {}  # pending call id -> the site of its host copy (checks in flight)
         self._holds: dict[object, Any] = {}  # check -> the store's hold on this session (see claim)
-        self._released: set[object] = set()  # checks released before their claim finished
+        self._claiming: set[object] = set()  # checks inside claim (waiting for the turn or the store's hold)
+        self._released: set[object] = set()  # ... of those, the ones released meanwhile (cancelled)
         self.evicted: str | None = None
 
     # -- what the guard asks ------------------------------------------------
@@ -347,17 +348,23 @@ class Session:
         now = time.monotonic()
         deadline = now + timeout
         fates_deadline = now + (timeout if fates_timeout is None else min(timeout, fates_timeout))
-        if write and not self.claim_writes(turn, timeout, pending, fates_timeout):
-            return False
-        hold = self._store_hold(max(0.0, deadline - time.monotonic()))
-        with self._changed:
-            if hold is None or turn in self._released:
-                self._released.discard(turn)
-                if hold is not None:
-                    hold.release()
-                self._release_turn(turn)
+        with self._lock:
+            self._claiming.add(turn)
+        try:
+            if write and not self.claim_writes(turn, timeout, pending, fates_timeout):
                 return False
-            self._holds[turn] = hold
+            hold = self._store_hold(max(0.0, deadline - time.monotonic()))
+            with self._changed:
+                if hold is None or turn in self._released:
+                    if hold is not None:
+                        hold.release()
+                    self._release_turn(turn)
+                    return False
+                self._holds[turn] = hold
+        finally:
+            with self._lock:
+                self._claiming.discard(turn)
+                self._released.discard(turn)
         if write:
             self._await_other_writes(fates_deadline, pending)
         return True
@@ -371,7 +378,7 @@ class Session:
         """End ``turn``'s hold on the session and on the write turn; a check still waiting gives up. Idempotent."""
         with self._changed:
             hold = self._holds.pop(turn, None)
-            if hold is None and turn not in self._released and len(self._released) < 10_000:
+            if hold is None and turn in self._claiming:
                 self._released.add(turn)  # a claim still waiting in a worker thread lets go once it gets the hold
             self._release_turn(turn)
         if hold is not None:
