@@ -122,6 +122,64 @@ def test_session_mode_never_allows_a_call_the_one_shot_reader_blocks_on_the_fina
     assert not found, report(run, found, "session mode allowed, the one-shot reader blocks:\n" + plan.describe())
 
 
+# -- the known ways it breaks, each pinned as one conversation (they fail on the record of issue 31) --------------
+#
+# aarav_jackson_2879's reservation QQ69B9 (business, not flown) may be cancelled once it was read.
+
+USER, RESERVATION = "aarav_jackson_2879", "QQ69B9"
+PROFILE = Spec("get_user_details", {"user_id": USER})
+READ = Spec("get_reservation_details", {"reservation_id": RESERVATION})
+CANCEL = Spec("cancel_reservation", {"reservation_id": RESERVATION})
+BAGS = Spec(
+    "update_reservation_baggages",
+    {"reservation_id": RESERVATION, "total_baggages": 1, "nonfree_baggages": 0, "payment_id": "gift_card_5641922"},
+)
+
+
+def turn(size: int, order: tuple[int, ...] | None = None, *, shape: Any = "one", replica: Any = None) -> Variation:
+    positions = tuple(range(size))
+    return Variation(shape, order or positions, order or positions, replica or (0,) * size)
+
+
+def conversation(*turns: tuple[tuple[Spec, ...], Variation], **how: Any) -> Plan:
+    return Plan(USER, ((PROFILE,), *(t[0] for t in turns)), (turn(1), *(t[1] for t in turns)), **how)
+
+
+KNOWN = {
+    # The read is sent in the same message as the cancellation and run first by a host that does not ask the
+    # guard about reads; its result is taken in after the cancellation, so the record holds the reservation as
+    # it was before the cancellation as the state after it, and lets a second cancellation through.
+    "read-in-the-message-of-a-write-placed-after-it": conversation(
+        ((READ,), turn(1)), ((READ, CANCEL), turn(2)), ((CANCEL,), turn(1)), reads="unchecked"
+    ),
+    "the-same-with-ids-reused-every-turn": conversation(
+        ((READ,), turn(1)), ((READ, CANCEL), turn(2)), ((CANCEL,), turn(1)), reads="unchecked", ids="per-turn"
+    ),
+    "the-same-across-two-replicas": conversation(
+        ((READ,), turn(1)),
+        ((READ, CANCEL), turn(2, replica=(0, 1))),
+        ((CANCEL,), turn(1, replica=(0,))),
+        reads="unchecked",
+        replicas=2,
+    ),
+    # The cancellation is checked before the read sent ahead of it in its message (checked concurrently
+    # elsewhere, here: later): the record judges it without that sibling, the one-shot reader with it.
+    "write-checked-before-an-earlier-sibling-read": conversation(((READ,), turn(1)), ((READ, CANCEL), turn(2, (1, 0)))),
+    "write-checked-before-an-earlier-sibling-write": conversation(((READ,), turn(1)), ((CANCEL, BAGS), turn(2, (1, 0)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_known_ways_session_mode_was_weaker(name: str) -> None:
+    plan = KNOWN[name]
+    run = run_plan(plan)
+    assert any(
+        s.call.name == CANCEL.tool and s.decision is not None and s.decision.outcome == "allow" for s in run.steps
+    ), "the scenario needs the first cancellation allowed:\n" + report(run, [], plan.describe())
+    found = one_shot_disagreements(run, airline().guard(), cut=plan.ids == "per-turn")
+    assert not found, report(run, found, f"{name}: session mode allowed, the one-shot reader blocks:\n" + plan.describe())
+
+
 def test_the_host_reaches_both_allowed_and_blocked_writes_of_every_kind() -> None:
     """The drawn calls are not all refused: every write tool of the pool is allowed in some conversation and
     blocked in another (the write alone, or after every read the pool has), so the comparison is not vacuous."""
