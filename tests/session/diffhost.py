@@ -71,7 +71,7 @@ class Variation:
     replica: tuple[int, ...]
 
     def describe(self, replicas: int) -> str:
-        text = self.shape
+        text: str = self.shape
         if self.shape != "sequential" and len(self.order) > 1:
             text += f" check={list(self.order)} arrive={list(self.arrival)}"
         if replicas > 1:
@@ -226,7 +226,8 @@ def _booking(
         return None
     price = int(on_date["prices"]["economy"])
     search = Spec(
-        "search_direct_flight", {"origin": flight["origin"], "destination": flight["destination"], "date": flight["date"]}
+        "search_direct_flight",
+        {"origin": flight["origin"], "destination": flight["destination"], "date": flight["date"]},
     )
     base = {
         "user_id": user["user_id"],
@@ -235,7 +236,9 @@ def _booking(
         "flight_type": "one_way",
         "cabin": "economy",
         "flights": [{"flight_number": flight["flight_number"], "date": flight["date"]}],
-        "passengers": [{"first_name": user["name"]["first_name"], "last_name": user["name"]["last_name"], "dob": user["dob"]}],
+        "passengers": [
+            {"first_name": user["name"]["first_name"], "last_name": user["name"]["last_name"], "dob": user["dob"]}
+        ],
         "total_baggages": 0,
         "nonfree_baggages": 0,
         "insurance": "no",
@@ -243,7 +246,10 @@ def _booking(
     once = [{"payment_id": gift[0], "amount": price}]
     half = price // 2
     twice = [{"payment_id": gift[0], "amount": half}, {"payment_id": gift[0], "amount": price - half}]
-    return search, [Spec("book_reservation", {**base, "payment_methods": once}), Spec("book_reservation", {**base, "payment_methods": twice})]
+    return search, [
+        Spec("book_reservation", {**base, "payment_methods": once}),
+        Spec("book_reservation", {**base, "payment_methods": twice}),
+    ]
 
 
 def _about_a_complaint_first(raw: dict[str, Any], reservation_ids: list[str]) -> list[str]:
@@ -323,7 +329,9 @@ class _Host:
 
     def _turn(self, turn: int, batch: Sequence[Spec], variation: Variation) -> None:
         history = self.run.history
-        calls = [ToolCall(id=self._id(k), name=s.tool, arguments=copy.deepcopy(s.arguments)) for k, s in enumerate(batch)]
+        calls = [
+            ToolCall(id=self._id(k), name=s.tool, arguments=copy.deepcopy(s.arguments)) for k, s in enumerate(batch)
+        ]
         first = len(self.run.steps)
         if variation.shape == "sequential":
             for position, call in enumerate(calls):
@@ -340,7 +348,7 @@ class _Host:
                 position: self._handle(calls[position], turn, variation.replica[position]).result
                 for position in variation.order
             }
-            history.extend(results[position] for position in variation.arrival if results[position] is not None)
+            history.extend(r for r in (results[position] for position in variation.arrival) if r is not None)
         for step in self.run.steps[first:]:
             step.turn_end = len(history)
 

