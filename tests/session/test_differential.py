@@ -97,28 +97,34 @@ def variations(draw: Any, size: int, replicas: int) -> Variation:
 
 
 @st.composite
+def turns(draw: Any, call: Any, replicas: int) -> tuple[tuple[Spec, ...], Variation]:
+    """One turn's calls with how the host delivers them, drawn together so shrinking can drop a whole turn."""
+    batch = tuple(draw(st.lists(call, min_size=1, max_size=3)))
+    return batch, draw(variations(len(batch), replicas))
+
+
+@st.composite
 def plans(draw: Any) -> Plan:
     user_id = draw(st.sampled_from(users()))
+    replicas = draw(st.sampled_from([1, 2]))
+    ids = draw(st.sampled_from(["unique", "per-turn"]))
+    reads_by = draw(st.sampled_from(["checked", "unchecked"]))
     reads, writes = call_pool(user_id)
     # most conversations stay on one reservation, so reads and writes of the same record meet
-    focus = draw(
-        st.sampled_from(
-            [None, *sorted({s.arguments["reservation_id"] for s in writes if "reservation_id" in s.arguments})]
-        )
-    )
+    reservations = sorted({s.arguments["reservation_id"] for s in writes if "reservation_id" in s.arguments})
+    focus = draw(st.sampled_from([None, *reservations]))
     if focus is not None:
         reads = tuple(s for s in reads if s.arguments.get("reservation_id", focus) == focus)
         writes = tuple(s for s in writes if s.arguments.get("reservation_id", focus) == focus)
     call = st.one_of(st.sampled_from(reads), st.sampled_from(writes))
-    turns = draw(st.lists(st.lists(call, min_size=1, max_size=3).map(tuple), min_size=1, max_size=5))
-    batches = ((Spec("get_user_details", {"user_id": user_id}),), *turns)
-    replicas = draw(st.sampled_from([1, 2]))
+    drawn = draw(st.lists(turns(call, replicas), min_size=1, max_size=5))
+    login = (Spec("get_user_details", {"user_id": user_id}),)
     return Plan(
         user_id=user_id,
-        batches=batches,
-        variations=tuple(draw(variations(len(batch), replicas)) for batch in batches),
-        ids=draw(st.sampled_from(["unique", "per-turn"])),
-        reads=draw(st.sampled_from(["checked", "unchecked"])),
+        batches=(login, *(batch for batch, _ in drawn)),
+        variations=(draw(variations(1, replicas)), *(variation for _, variation in drawn)),
+        ids=ids,
+        reads=reads_by,
         replicas=replicas,
     )
 
