@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.session import Session, SessionStore
 
 _SESSION_OBJECTS = 4096
-_READ_WAIT_S = 2.0  # how long a read waits for its session before it passes unrecorded
+_READ_WAIT_S = 0.2  # how long a read waits for its session before it passes unrecorded (a write may hold it)
 
 
 class SessionBridge:
@@ -93,9 +93,7 @@ class SessionBridge:
         mutating = self.mutating(call.name)
         wait_s = self.settings.session_wait_s if mutating else min(self.settings.session_wait_s, _READ_WAIT_S)
         try:
-            claimed = record.claim(
-                turn, wait_s, write=mutating, pending=call, fates_timeout=self.settings.session_result_wait_s
-            )
+            claimed = record.claim(turn, wait_s, write=mutating, pending=call, fates_timeout=self._result_wait())
         except Exception as exc:  # a store that cannot lock or read the session vouches for nothing
             if not mutating:
                 return Decision.allow("read_only", **ids), None
@@ -132,6 +130,7 @@ class SessionBridge:
             ), None
         if not mutating:
             return None, record.view(call)
+        record.await_earlier_reads(call, self._result_wait())
         problem = record.id_problem(call)
         if problem is not None:
             return Decision.block(
@@ -142,6 +141,11 @@ class SessionBridge:
                 **ids,
             ), None
         return None, record.view(call)
+
+    def _result_wait(self) -> float:
+        """How long a write waits for the results of earlier calls of its session."""
+        wait = self.settings.session_result_wait_s
+        return self.settings.session_wait_s if wait is None else min(wait, self.settings.session_wait_s)
 
     def into_record(
         self, call: ToolCall, decision: Decision, record: Session, ids: dict[str, Any], turn: object

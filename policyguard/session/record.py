@@ -142,6 +142,7 @@ class Session:
         self._order: list[int] = []  # indices of sites, by place (then by when the record learned them)
         self._open: dict[str, int] = {}  # call id -> its newest unanswered site
         self._by_id: dict[str, list[int]] = {}  # call id -> its sites, in order
+        self._by_message: dict[int, list[int]] = {}  # message number -> its sites
         self._said: dict[str, int] = {}
         self._message = 0  # the newest message number in the record
         # The number of the calls judged before the host showed them, while nothing else came after them: calls
@@ -269,6 +270,32 @@ class Session:
                 if result is not None and not result.is_error:
                     successes.setdefault(site.call.name, []).append(result)
             return RecordView(sites, dict(self._said), successes)
+
+    def await_earlier_reads(self, pending: ToolCall, timeout: float) -> None:
+        """Wait (up to ``timeout`` seconds, holding the session) for the results of the reads issued before
+        ``pending`` in its message: a framework runs them beside it, and the write is judged with what they
+        return, the state before it, as the history read once will show them. A read still unanswered then
+        is judged as such (the fact it would give is missing). Writes issued before it are not waited for:
+        they wait for their turn."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            at = self._pending.get(pending.id)
+            if at is None:
+                return
+            number, position = self.sites[at].place
+            while time.monotonic() < deadline:
+                earlier = (self.sites[i] for i in self._by_message.get(number, ()))
+                if not any(
+                    site.place[1] < position
+                    and site.result is None
+                    and site.unknown is None
+                    and site.judged != "block"
+                    and not self._is_mutating(site.call.name)
+                    for site in earlier
+                ):
+                    return
+                self._changed.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+                self.sync()
 
     def place_of(self, call: ToolCall) -> str:
         """Where the host issued ``call``, as deny wins names an issuance ("message.position"); "" when the
@@ -503,6 +530,7 @@ class Session:
             self.site_at[event.seq] = at
             self._open[event.call_id] = at
             self._by_id.setdefault(event.call_id, []).append(at)
+            self._by_message.setdefault(place[0], []).append(at)
         elif event.kind == "judge":
             at = self.site_at.get(event.answers)  # type: ignore[assignment]
             if at is None or self.sites[at].judged != "seen":

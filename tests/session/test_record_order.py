@@ -43,12 +43,16 @@ def concurrent_write_and_read(guard: Guard, session: Any, order: list[ToolCall],
             guard.check(message.tool_calls[0], Trajectory(messages=[message]), session=session)
     guard.record_result(session, "r0", history[1].content or "")
     history.append(asked(*order))
+    results = {"w1": "OK", "r1": json.dumps({"account_id": "A1", "limit": 10})}
     for pending in order:
         decision = guard.check(pending, Trajectory(messages=list(history)), session=session)
         assert decision.outcome == "allow", decision.message
-    results = {"w1": "OK", "r1": json.dumps({"account_id": "A1", "limit": 10})}
+        if pending.id == "r1" and order[0].id == "r1":
+            # a write waits for the reads issued before it in its message: the framework's read answers first
+            guard.record_result(session, "r1", results["r1"])
     for call_id in arrival:
-        guard.record_result(session, call_id, results[call_id])
+        if call_id != "r1" or order[0].id != "r1":
+            guard.record_result(session, call_id, results[call_id])
         history.append(answer(call_id, results[call_id]))
     return history
 
@@ -72,6 +76,33 @@ def test_a_read_issued_with_a_write_is_not_the_state_after_it(order: list[ToolCa
     assert "get_account" in (decision.message or "")  # it asks for the account to be read again
     one_shot = make_guard().check(LOWER, Trajectory(messages=history))
     assert one_shot.outcome == "block"  # the history read once says the same
+
+
+def test_a_write_whose_earlier_sibling_read_never_answers_is_not_judged_on_an_older_read() -> None:
+    """[re-read, raise] in one message; the raise is checked while the re-read has no result, and none comes
+    within the wait: what it will return is the state before the raise, so the older read is not used."""
+    guard = make_guard(session_wait_s=0.3)
+    session = guard.session()
+    history = [*opening(), asked(reread(), RAISE)]
+    decision = guard.check(RAISE, Trajectory(messages=history), session=session)
+    assert decision.outcome == "block" and "no result yet" in (decision.message or "")
+    one_shot = make_guard().check(
+        RAISE, Trajectory(messages=[*history, answer("r1", {"account_id": "A1", "limit": 30})])
+    )
+    assert one_shot.outcome == "block"  # the history read once, with the re-read's answer, agrees
+
+
+def test_a_write_waits_for_the_earlier_sibling_read_run_beside_it() -> None:
+    guard = make_guard(session_wait_s=5)
+    session = guard.session()
+    history = [*opening(), asked(reread(), RAISE)]
+    guard.check(reread(), Trajectory(messages=history), session=session)
+    timer = threading.Timer(0.2, guard.record_result, (session, "r1", json.dumps({"account_id": "A1", "limit": 10})))
+    timer.start()
+    try:
+        assert guard.check(RAISE, Trajectory(messages=history), session=session).outcome == "allow"
+    finally:
+        timer.join()
 
 
 def test_after_reading_again_the_write_is_judged_on_the_new_state() -> None:
