@@ -41,9 +41,10 @@ from policyguard.trajectory.messages import CallSite, HasToolResults, ToolCall, 
 from .cel import CelError, CheckProgram, compile_check
 from .facts import FETCH_ID_PREFIX, calls_before, fact_closure, resolve_facts
 
-__all__ = ["FETCH_ID_PREFIX", "FetchedView", "ReadCall", "reads_to_fetch"]
+__all__ = ["FETCH_ID_PREFIX", "MISSING_EVIDENCE", "FetchedView", "ReadCall", "reads_to_fetch"]
 
-_CURABLE = ("missing fact", "prerequisite read not made")
+MISSING_EVIDENCE = ("missing fact", "prerequisite read not made")
+_CURABLE = MISSING_EVIDENCE
 
 
 @dataclass(frozen=True)

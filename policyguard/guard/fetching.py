@@ -14,7 +14,8 @@ judges again on the dialogue plus their results. Rules (issue 33):
 * at most ``max_fetches`` reads per decision (default 4), ``fetch_timeout_s``
   per read, each distinct read once per decision;
 * a read that raises, times out, answers with an error, with something that is
-  not text, or with more than :data:`MAX_FETCHED_CHARS` characters: the block
+  not text, or with more than :data:`MAX_FETCHED_CHARS` characters, or reads
+  that still leave evidence missing (not JSON, another record): the block
   stands exactly as it was before any fetch;
 * only after the gate itself blocked (an earlier stage's block is final);
 * each read made is emitted to the audit trace as a ``fetch`` event (tool,
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from policyguard.decision import Decision
 from policyguard.gate.facts import FETCH_ID_PREFIX, calls_before, resolve_principal
-from policyguard.gate.fetch import FetchedView, ReadCall, reads_to_fetch
+from policyguard.gate.fetch import MISSING_EVIDENCE, FetchedView, ReadCall, reads_to_fetch
 from policyguard.stages import CheckContext
 from policyguard.trajectory.messages import ToolCall, ToolResult, ToolResultsView, Trajectory
 
@@ -182,4 +183,12 @@ def judge_with_fetches(
         )
         if current.outcome != "block":
             break
+    if current.outcome == "block" and _only_missing(current):
+        return decision, made  # what the reads made did not supply: the agent is told what it was told before
     return current, made
+
+
+def _only_missing(decision: Decision) -> bool:
+    """Blocked only for evidence still missing (not for a check the fetched records make false)."""
+    not_met = [r for r in decision.requirements if r.status == "NOT_MET"]
+    return bool(not_met) and all((r.evidence or "").startswith(MISSING_EVIDENCE) for r in not_met)
