@@ -50,7 +50,8 @@ of the first (in call order) successful, readable lookup result; a lookup called
 with an argument named ``field`` counts only if the record's ``field`` equals it.
 That is a tool result answering the agent's own call, so it is trusted; a user
 typing "I am user X" is not, and neither is a read the guard fetched itself
-(:data:`FETCH_ID_PREFIX`): it is a fact about a record, never about who the user is. The FIRST lookup counts so a later lookup of someone
+(:data:`FETCH_ID_PREFIX`): it is a fact about a record, never about who the
+user is. The FIRST lookup counts so a later lookup of someone
 else cannot switch whose account is acted on. An ABSENT principal equals nothing:
 a fact matched on it, or a check that reads it, is missing ("authenticate the
 user first") and the gate blocks.
@@ -79,7 +80,6 @@ from policyguard.trajectory.limits import call_problem, value_problem
 from policyguard.trajectory.messages import CallSite, HasToolResults, ToolCall, ToolResult, parse_result_text
 
 from .cel import CelError, CheckProgram, compile_check
-
 
 FETCH_ID_PREFIX = "policyguard-fetch:"
 """The id prefix of a read the guard made itself (:mod:`.fetch`). Such a read is a fact about a record and

@@ -174,11 +174,9 @@ def judge_with_fetches(
             made.append(result)
             if result.problem is not None:
                 return decision, made  # a failed read: the block stands as it was
-        answered = [
-            (r.call, ToolResult(call=r.call, content=r.content, is_error=False, index=-1)) for r in made
-        ]
+        answered = [(r.call, ToolResult(call=r.call, content=r.content, is_error=False, index=-1)) for r in made]
         fetched_view = FetchedView(base, answered)
-        current = gate.check(call, fetched_view, pinned).model_copy(
+        current = gate.check(call, fetched_view, pinned).model_copy(  # type: ignore[arg-type]  # duck-typed view
             update={k: getattr(decision, k) for k in ("call_id", "tool", "args_sha256")}
         )
         if current.outcome != "block":

@@ -60,7 +60,10 @@ ORDERS = {
     "O1": {"order_id": "O1", "user_id": "ann", "items": [{"item_id": "i1", "product_id": "P1"}]},
     "O2": {"order_id": "O2", "user_id": "bob", "items": []},
 }
-PRODUCTS = {"P1": {"product_id": "P1", "variants": {"i1": {}, "i2": {}}}, "P2": {"product_id": "P2", "variants": {"x9": {}}}}
+PRODUCTS = {
+    "P1": {"product_id": "P1", "variants": {"i1": {}, "i2": {}}},
+    "P2": {"product_id": "P2", "variants": {"x9": {}}},
+}
 
 
 def checklist() -> Any:
@@ -172,7 +175,9 @@ def test_a_slow_read_times_out_and_the_block_stands() -> None:
 def test_fetch_maps_compute_the_reads_of_list_facts_from_records_already_read() -> None:
     host = Host()
     read_order = ("get_order", {"order_id": "O1"}, ORDERS["O1"])
-    ok = ToolCall(id="w", name="exchange_items", arguments={"order_id": "O1", "item_ids": ["i1"], "new_item_ids": ["i2"]})
+    ok = ToolCall(
+        id="w", name="exchange_items", arguments={"order_id": "O1", "item_ids": ["i1"], "new_item_ids": ["i2"]}
+    )
     assert guard().check(ok, dialogue(AUTHENTICATED, read_order), fetch=host).outcome == "allow"
     assert host.calls == [("get_product", {"product_id": "P1"})]
     other = ok.model_copy(update={"arguments": {"order_id": "O1", "item_ids": ["i1"], "new_item_ids": ["x9"]}})
@@ -181,7 +186,9 @@ def test_fetch_maps_compute_the_reads_of_list_facts_from_records_already_read() 
 
 def test_at_most_max_fetches_reads_per_decision() -> None:
     host = Host()
-    call = ToolCall(id="w", name="exchange_items", arguments={"order_id": "O1", "item_ids": ["i1"], "new_item_ids": ["i2"]})
+    call = ToolCall(
+        id="w", name="exchange_items", arguments={"order_id": "O1", "item_ids": ["i1"], "new_item_ids": ["i2"]}
+    )
     decision = guard(max_fetches=1).check(call, dialogue(AUTHENTICATED), fetch=host)
     assert decision.outcome == "block" and host.calls == [("get_order", {"order_id": "O1"})]
     assert guard(max_fetches=0).check(call, dialogue(AUTHENTICATED), fetch=Host()).outcome == "block"

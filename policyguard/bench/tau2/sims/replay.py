@@ -27,9 +27,9 @@ from .tasks import UNKNOWN_TASK, action_owners, played_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.simulation import SimulationRun
+    from tau2.data_model.tasks import Action, Task
 
     from ..domain import DomainData
-    from tau2.data_model.tasks import Action, Task
 
 _READ_EVIDENCE = ("missing fact", "missing principal", "prerequisite read not made")
 
