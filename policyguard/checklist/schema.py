@@ -312,6 +312,17 @@ class FactSource(_Model):
             "so a later call paying with other methods needs no re-read of the profile."
         ),
     )
+    fetch: str | None = Field(
+        default=None,
+        description=(
+            "CEL over `args`, `facts` and `principal` giving the list of argument maps with which the guard may "
+            "call `tool` itself when a check needs this fact and the dialogue lacks it (a `collect: all` or "
+            "`calls` fact, whose `match` names no record). E.g. the product of each replaced item, from the "
+            "order record: facts.order.items.filter(i, i.item_id in args.item_ids).map(i, {\"product_id\": "
+            "i.product_id}). A 'newest' fact needs none: it is fetched with its match keys. Only a tool the "
+            "checklist declares `mutating: false` is ever fetched."
+        ),
+    )
     description: str | None = None
 
     @model_validator(mode="after")
@@ -411,6 +422,16 @@ class Checklist(_Model):
             return self._source.error(message, path)
         return ChecklistError(message, field=".".join(str(p) for p in path) or None)
 
+    @model_validator(mode="after")
+    def _fetch_only_read_tools(self) -> Checklist:
+        for name, source in self.facts.items():
+            if source.fetch is not None and self.is_mutating(source.tool):
+                raise ValueError(
+                    f"fact {name!r} has fetch, but its tool {source.tool!r} is not declared mutating: false: "
+                    "the guard only ever calls read-only tools itself"
+                )
+        return self
+
     @field_validator("schema_version", mode="before")
     @classmethod
     def _version_is_an_integer(cls, value: Any) -> Any:
@@ -493,12 +514,15 @@ class Checklist(_Model):
 
 
 def _without_default_modes(data: dict[str, Any]) -> dict[str, Any]:
-    """The dump a version hashes: ``mode: enforce`` (the default) left out, so checklists written before
-    the field existed keep their version; a shadowed requirement changes it."""
+    """The dump a version hashes: ``mode: enforce`` and ``fetch: null`` (the defaults) left out, so checklists
+    written before the fields existed keep their version; a shadowed requirement or a fetch changes it."""
     requirements = [r for spec in data.get("tools", {}).values() for r in spec["requirements"]]
     for requirement in [*requirements, *data.get("general_rules", [])]:
         if requirement.get("mode") == "enforce":
             del requirement["mode"]
+    for source in data.get("facts", {}).values():  # likewise `fetch: null`, added later
+        if source.get("fetch") is None:
+            source.pop("fetch", None)
     return data
 
 

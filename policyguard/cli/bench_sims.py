@@ -46,6 +46,12 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         default=None,
         help='per-call labels JSON: {"labels": [{"simulation": ID, "call_id": ID or "turn": N, "violation": true}]}',
     )
+    sims.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="the guard makes no reads itself (by default it reads what a check lacks through the environment's "
+        "read tools, on the database as it stood just before each write)",
+    )
     sims.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     sims.set_defaults(func=_sims)
 
@@ -90,6 +96,7 @@ def _sims(args: argparse.Namespace) -> int:
         tasks=data.tasks,
         checklist_name=str(checklist_path),
         labels=labels,
+        fetch_from=None if args.no_fetch else data,
     )
     report = replay.run(args.results, sources)
     if args.json:

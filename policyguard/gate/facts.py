@@ -49,7 +49,9 @@ The principal (the authenticated user) is the integrator's
 of the first (in call order) successful, readable lookup result; a lookup called
 with an argument named ``field`` counts only if the record's ``field`` equals it.
 That is a tool result answering the agent's own call, so it is trusted; a user
-typing "I am user X" is not. The FIRST lookup counts so a later lookup of someone
+typing "I am user X" is not, and neither is a read the guard fetched itself
+(:data:`FETCH_ID_PREFIX`): it is a fact about a record, never about who the
+user is. The FIRST lookup counts so a later lookup of someone
 else cannot switch whose account is acted on. An ABSENT principal equals nothing:
 a fact matched on it, or a check that reads it, is missing ("authenticate the
 user first") and the gate blocks.
@@ -78,6 +80,16 @@ from policyguard.trajectory.limits import call_problem, value_problem
 from policyguard.trajectory.messages import CallSite, HasToolResults, ToolCall, ToolResult, parse_result_text
 
 from .cel import CelError, CheckProgram, compile_check
+
+FETCH_ID_PREFIX = "policyguard-fetch:"
+"""The id prefix of a read the guard made itself (:mod:`.fetch`). Such a read is a fact about a record and
+never evidence of who the user is: the principal lookups skip it (a host call with such an id only loses
+its power to authenticate, which is stricter)."""
+
+
+def is_fetched(call: ToolCall) -> bool:
+    """Whether ``call`` is a read the guard made itself (its id starts with :data:`FETCH_ID_PREFIX`)."""
+    return call.id.startswith(FETCH_ID_PREFIX)
 
 
 @runtime_checkable
@@ -205,7 +217,11 @@ def principal_missing(checklist: Checklist, trajectory: HasToolResults | None = 
     why = ""
     if trajectory is not None:
         lookups = {source.tool, *source.lookups}
-        tried = [_principal_of(site, source)[1] for site in trajectory.call_sites() if site.call.name in lookups]
+        tried = [
+            _principal_of(site, source)[1]
+            for site in trajectory.call_sites()
+            if site.call.name in lookups and not is_fetched(site.call)
+        ]
         if tried:
             why = f" (the last {source.tool} call did not authenticate anyone: {tried[-1]})"
     return (
@@ -557,6 +573,8 @@ def resolve_principal(checklist: Checklist, trajectory: HasToolResults, context_
     lookups = {source.tool, *source.lookups}
     said: dict[str, int] | None = None
     for site in trajectory.call_sites():
+        if is_fetched(site.call):
+            continue  # a read the guard made itself never authenticates anyone
         if site.call.name in lookups:
             value, _ = _principal_of(site, source)
             if value is not None:

@@ -14,6 +14,7 @@ session's record takes the decision (:mod:`.sessions`), an allow gets its grant
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.enforcement.store import NonceStore
     from policyguard.session import Session, SessionStore
 
+    from .fetching import Fetcher
+
 # What this module exported before its helpers moved out; `policyguard.guard.core.after_block` stays a valid path.
 __all__ = ["APPROVAL_UNAVAILABLE", "NO_VERIFIER_MESSAGE", "SESSION_BUSY_MESSAGE", "Guard", "after_block", "off_loop"]
 __all__ += ["remediation_message"]
@@ -100,6 +103,8 @@ class Guard:
         session_wait_s: float = 30.0,
         session_result_wait_s: float | None = None,
         mode: GuardMode = "enforce",
+        max_fetches: int = 4,
+        fetch_timeout_s: float = 10.0,
     ) -> None:
         checklist.check_policy(policy_text)
         checked_mode(mode)
@@ -123,6 +128,8 @@ class Guard:
         self.denials = denials  # deny wins: shared with the executor's GrantVerifier (nonces=)
         self.approvals = approvals
         self.approval_ttl_s = float(approval_ttl_s)
+        self.max_fetches = int(max_fetches)  # reads the guard may make itself per decision (check(fetch=...))
+        self.fetch_timeout_s = float(fetch_timeout_s)
         self.session_wait_s = float(session_wait_s)  # how long a check waits for its session's turn
         # ... and for the results of the session's earlier allowed writes (default: as long)
         self.session_result_wait_s = None if session_result_wait_s is None else float(session_result_wait_s)
@@ -210,6 +217,7 @@ class Guard:
         *,
         session: Session | str | None = None,
         format: Format = "auto",
+        fetch: Fetcher | None = None,
     ) -> Decision:
         """Decide one pending call. Thread-safe.
 
@@ -222,18 +230,23 @@ class Guard:
         with ``trajectory``, and record the decision there; without it the
         trajectory is all the guard knows. ``format``: the provider format of a message list
         (``openai_chat``, ``openai_responses``, ``anthropic``, ``langchain``), for a list that reads alike in
-        several (one plain user message); detected by default.
+        several (one plain user message); detected by default. ``fetch``: the host's read tools
+        (:class:`~policyguard.guard.fetching.Fetcher`): when the gate blocks only for evidence the dialogue
+        lacks, the guard makes those reads itself (at most ``max_fetches``, each within ``fetch_timeout_s``)
+        and judges again; never for an unauthenticated user, never a tool not declared ``mutating: false``.
         """
         call, trajectory = as_call(call), _as_trajectory(trajectory, format)
         record = self._sessions.as_session(session)
         turn = object()  # this check's hold on the session's write turn (Session.claim_writes)
         try:
-            return self._check(call, trajectory, record, turn)
+            return self._check(call, trajectory, record, turn, fetch)
         finally:
             if record is not None:
                 record.release(turn)
 
-    def _check(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
+    def _check(
+        self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object, fetch: Fetcher | None = None
+    ) -> Decision:
         started, ids = time.perf_counter(), call_ids(call)
         if record is None:
             early, facts = None, trajectory
@@ -241,7 +254,7 @@ class Guard:
             early, facts = self._sessions.from_record(call, trajectory, record, ids, turn)
         if early is not None:
             return self._finish(call, trajectory, early, started, ids, record, turn)
-        context, first = self._begin(call, facts, ids, record)
+        context, first = self._begin(call, facts, ids, record, fetch)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record, turn)
         second = self._verifier_stage.verify(call, trajectory, context)
@@ -268,6 +281,7 @@ class Guard:
         *,
         session: Session | str | None = None,
         format: Format = "auto",
+        fetch: Fetcher | None = None,
     ) -> Decision:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
@@ -275,12 +289,14 @@ class Guard:
         record = self._sessions.as_session(session)
         turn = object()
         try:
-            return await self._acheck(call, trajectory, record, turn)
+            return await self._acheck(call, trajectory, record, turn, fetch)
         finally:
             if record is not None:
                 record.release(turn)
 
-    async def _acheck(self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object) -> Decision:
+    async def _acheck(
+        self, call: ToolCall, trajectory: Trajectory, record: Session | None, turn: object, fetch: Fetcher | None = None
+    ) -> Decision:
         started, ids = time.perf_counter(), call_ids(call)
         if record is None:
             early, facts = None, trajectory
@@ -288,7 +304,7 @@ class Guard:
             early, facts = await off_loop(self._sessions.from_record, call, trajectory, record, ids, turn)
         if early is not None:
             return self._finish(call, trajectory, early, started, ids, record, turn)
-        context, first = await off_loop(self._begin, call, facts, ids, record)
+        context, first = await off_loop(self._begin, call, facts, ids, record, fetch)
         if self.verifier is None or not self._wants_verifier(first):
             return self._finish(call, trajectory, self._unverified(first, ids), started, ids, record, turn)
         second = await self._verifier_stage.averify(call, trajectory, context)
@@ -327,12 +343,21 @@ class Guard:
         return self.checklist.clock if self.checklist.clock is not None else datetime.now(timezone.utc)
 
     def _begin(
-        self, call: ToolCall, trajectory: Any, ids: dict[str, Any], record: Session | None = None
+        self,
+        call: ToolCall,
+        trajectory: Any,
+        ids: dict[str, Any],
+        record: Session | None = None,
+        fetch: Fetcher | None = None,
     ) -> tuple[CheckContext, Decision]:
         """Record the submission and run the first stage (read-only pass, refusals, or the gate)."""
         self._recorder.submit(ids, None if record is None else record.id)
         context = self.context()
         context.extra["args_sha256"] = ids["args_sha256"]  # hashed once per decision: the stages reuse it
+        if fetch is not None:  # the host's read tools, for the reads the gate lacks (.fetching)
+            context.extra["fetch"] = fetch
+            if record is not None:  # the session record keeps the guard's reads, marked as its own
+                context.extra["on_fetched"] = functools.partial(record.add_fetched, call)
         if not self.checklist.is_mutating(call.name) and plain_name(call.name):
             return context, Decision.allow("read_only", **ids)
         front = self._front if record is None else self._front_in_session

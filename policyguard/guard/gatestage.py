@@ -3,7 +3,9 @@
 With no gate every requirement of the tool is handed on UNVERIFIED. A gate
 that raises blocks (``gate_error``). A decision the gate did not block is
 blocked when the call's amount is above the tool's ``approval_threshold`` and
-no approval is proven (:func:`policyguard.gate.effects.approval_problem`).
+no approval is proven (:func:`policyguard.gate.effects.approval_problem`). When
+the check was given the host's read tools and the gate blocked for evidence the
+dialogue lacks, the guard makes those reads and judges again (:mod:`.fetching`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class GateStage:
         else:
             try:
                 decision = gate.check(call, trajectory, context).model_copy(update=ids)
+                fetcher = context.extra.get("fetch")
+                if fetcher is not None and decision.outcome == "block" and decision.stage == "gate":
+                    decision = self._fetched(gate, call, trajectory, context, decision, fetcher)
             except Exception as exc:  # the gate must fail closed too
                 return Decision.block(
                     "gate_error",
@@ -50,6 +55,20 @@ class GateStage:
                     **ids,
                 )
         return self._approved(call, decision, ids)
+
+    def _fetched(
+        self, gate: Any, call: ToolCall, trajectory: Trajectory, context: CheckContext, decision: Decision, fetcher: Any
+    ) -> Decision:
+        """The decision after the reads the guard made itself (:mod:`.fetching`), each one traced."""
+        from .fetching import judge_with_fetches
+
+        decision, made = judge_with_fetches(self.settings, gate, call, trajectory, context, decision, fetcher)
+        for read in made:
+            self.settings.trace.emit("fetch", for_call_id=call.id, **read.event())
+        hook = context.extra.get("on_fetched")
+        if made and hook is not None:
+            hook([(read.call, read.content, read.is_error or read.problem is not None) for read in made])
+        return decision
 
     def _approved(self, call: ToolCall, decision: Decision, ids: dict[str, Any]) -> Decision:
         """The gate's decision, blocked when an amount above the approval threshold has no proven approval."""

@@ -240,6 +240,34 @@ class Session:
             self._append([NewEvent(kind="unknown", call_id=call_id, answers=self.sites[at].seq, content=why)])
             return True
 
+    def add_fetched(self, pending: ToolCall, reads: list[tuple[ToolCall, str, bool]]) -> None:
+        """Record reads the guard made itself while judging ``pending``: ``(call, result text, is_error)``.
+
+        Their ids carry :data:`policyguard.gate.facts.FETCH_ID_PREFIX` (they never
+        authenticate anyone). Each takes the pending call's place, before it
+        (same message number): a later rule sees it as made before the pending
+        write and before any other write of that message, never newer than one.
+        """
+        if not reads:
+            return
+        with self._lock:
+            at = self._pending.get(pending.id)
+            group = (self._direct_group, self._direct_next)
+            if at is not None:
+                place = self.sites[at].place
+            elif self._direct_group is not None:
+                place = (self._direct_group, self._direct_next)
+            else:
+                place = (self._message + 1, 0)
+            events: list[NewEvent] = []
+            for call, content, is_error in reads:
+                events.append(NewEvent(kind="call", call_id=call.id, tool=call.name, arguments=call.arguments,
+                                       judged="allow", place=place))  # fmt: skip
+                events.append(NewEvent(kind="result", call_id=call.id, answers=-1, content=content, is_error=is_error))
+            self._append(events)
+            if at is None and group[0] is not None:  # the pending call still joins its concurrent siblings
+                self._direct_group, self._direct_next = group[0], max(group[1], place[1] + 1)
+
     def view(self, pending: ToolCall | None = None) -> RecordView:
         """The record as the gate reads it for ``pending``: the calls not blocked, in the order the host
         issued them, with their results.

@@ -137,6 +137,22 @@ def _confirm(transcript: Transcript, tool: str, arguments: dict[str, Any]) -> No
     transcript.user("Yes, please go ahead.")
 
 
+class _EnvReads:
+    """The environment's tools as the guard's :class:`~policyguard.guard.fetching.Fetcher` (reads only: the
+    guard never fetches a tool the checklist does not declare read-only)."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+
+    def __call__(self, tool: str, arguments: dict[str, Any]) -> Any:
+        from tau2.data_model.message import ToolCall as Tau2ToolCall
+
+        from policyguard.guard.fetching import Answer
+
+        got = self._env.get_response(Tau2ToolCall(id="guard-fetch", name=tool, arguments=arguments))
+        return Answer(got.content or "", bool(got.error))
+
+
 def _opening(task: Task) -> str:
     instructions = task.user_scenario.instructions
     reason = str(getattr(instructions, "reason_for_call", "") or "").strip()
@@ -148,7 +164,14 @@ class ReplaySuite:
     """Runs the replay for one domain's tasks with one guard."""
 
     def __init__(
-        self, data: DomainData, checklist: Checklist, guard: CallChecker, *, config: str, probe: str | None = None
+        self,
+        data: DomainData,
+        checklist: Checklist,
+        guard: CallChecker,
+        *,
+        config: str,
+        probe: str | None = None,
+        fetch: bool = True,
     ) -> None:
         probes.check_probe(probe)
         self.domain = replay_domain(data)
@@ -157,6 +180,7 @@ class ReplaySuite:
         self.guard = guard
         self.config = config
         self.probe = probe
+        self.fetch = fetch  # an injected violation is judged with the guard able to read through the environment
         self._shared_env: Any = None
         self._scratch: Any = None
         self._cancellations: list[ViolationCase] | None = None
@@ -358,6 +382,9 @@ class ReplaySuite:
         trajectory = transcript.trajectory()
         trajectory = probes.tamper(self.probe, trajectory)
         pending = transcript.new_call(case.tool, case.arguments)
+        if self.fetch:
+            fetcher = _EnvReads(transcript.env)
+            return self.guard.check(as_call(pending), trajectory, fetch=fetcher)  # type: ignore[call-arg]
         return self.guard.check(as_call(pending), trajectory)
 
     # -- tau2's evaluator ---------------------------------------------------

@@ -122,6 +122,10 @@ class SimCall(_Model):
         description="In the settled rate (compliant), not a compliant write (not_compliant), or set apart: "
         "excluded_task, env_refused, repeat (see SETTLED_RULE)."
     )
+    fetched: list[str] = Field(
+        default_factory=list,
+        description="Reads the guard made itself through the environment's tools for this decision (--fetch).",
+    )
     recorded_task: str | None = Field(
         default=None,
         description="The results file's task id when it is not the task tau2 evaluated the simulation against "

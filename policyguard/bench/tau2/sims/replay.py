@@ -19,6 +19,7 @@ from ..domain import to_policyguard
 from ..guarding import CallChecker
 from ..labels import POLICY_CONTRADICTING_GOLD
 from .excluded import Exclusion, excluded_tasks
+from .fetch import RecordedEnvironment
 from .load import RunSource, load_source
 from .metric import counted_as
 from .model import COMPLIANT, BlockKind, CallLabel, ExcludedTask, Label, LabelFile, SimCall, SimsReport
@@ -27,6 +28,8 @@ from .tasks import UNKNOWN_TASK, action_owners, played_tasks
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.simulation import SimulationRun
     from tau2.data_model.tasks import Action, Task
+
+    from ..domain import DomainData
 
 _READ_EVIDENCE = ("missing fact", "missing principal", "prerequisite read not made")
 
@@ -119,8 +122,10 @@ class SimsReplay:
         checklist_name: str = "",
         labels: LabelFile | None = None,
         excluded: Mapping[str, Exclusion] | None = None,
+        fetch_from: DomainData | None = None,
     ) -> None:
         self.domain = domain
+        self.fetch_from = fetch_from  # the environment the guard reads through (None: no fetching)
         self.checklist = checklist
         self.guard = guard
         self.config = config
@@ -198,6 +203,10 @@ class SimsReplay:
         executed: set[str] = set()  # writes of this simulation that ran (a result that is not an error)
         used_gold: set[int] = set()  # gold actions a write that ran has matched (one to one)
         messages = sim.messages
+        env = None
+        if self.fetch_from is not None:
+            task_obj = next((t for t in self.tasks if str(t.id) == task_id), None)
+            env = RecordedEnvironment(self.fetch_from, task_obj, messages)
         for index, message in enumerate(messages):
             if getattr(message, "role", None) != "assistant":
                 continue
@@ -213,9 +222,13 @@ class SimsReplay:
                 # Judged as GuardedAgent runs a batch live: after the earlier calls of the message ran
                 # (their recorded results), with this call pending as the newest of the message.
                 history = call_by_call(before, message.content, calls[: position + 1], answers)
-                decision = self.guard.check(
-                    ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments)), history
-                )
+                pending = ToolCall(id=call.id, name=call.name, arguments=dict(call.arguments))
+                fetched: list[str] = []
+                if env is None:
+                    decision = self.guard.check(pending, history)
+                else:
+                    fetcher = _Counting(env.before(index, position), fetched)
+                    decision = self.guard.check(pending, history, fetch=fetcher)  # type: ignore[call-arg]
                 kind = block_kind(decision)
                 not_met = [r.id for r in decision.requirements if r.status == "NOT_MET"]
                 answer = answers.get(call.id)
@@ -255,6 +268,7 @@ class SimsReplay:
                         recorded_error=None if answer is None else answer.is_error,
                         counted_as=counted,
                         recorded_task=recorded_task,
+                        fetched=fetched,
                     )
                 )
         return out
@@ -282,6 +296,17 @@ class SimsReplay:
             where = f" in {file}" if file is not None else ""
             more = f" (+{len(unused) - 1} more)" if len(unused) > 1 else ""
             raise ConfigError(f"label file: no write matches simulation {sim!r} {what}{where}{more}")
+
+
+class _Counting:
+    """A fetcher that notes each read it makes (``tool(arguments)``) in ``made``."""
+
+    def __init__(self, inner: Any, made: list[str]) -> None:
+        self._inner, self._made = inner, made
+
+    def __call__(self, tool: str, arguments: dict[str, Any]) -> Any:
+        self._made.append(f"{tool}({canonical_json(arguments)})")
+        return self._inner(tool, arguments)
 
 
 def _write_key(call: Any) -> str:
