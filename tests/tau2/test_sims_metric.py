@@ -179,20 +179,24 @@ RUNS = next(
     (p for p in (b / "shared" / "data" / "tau2-runs" for b in _ROOT.parents[:2]) if p.is_dir()),
     _ROOT.parent / "shared" / "data" / "tau2-runs",
 )
-# file -> (raw writes, raw blocked, settled writes, settled blocked, excluded_task, env_refused, repeat writes)
+# file -> (raw writes, raw blocked, settled writes, settled blocked, excluded_task, env_refused, repeat writes),
+# with the guard fetching the reads it needs through the recorded environment (the default), and without
 MEASURED = {
     "claude-sonnet-4-5_airline_1trial.json": (35, 1, 32, 0, 2, 1, 0),
-    "gpt-4.1-mini_toolorchestra_airline.json": (36, 5, 32, 2, 2, 2, 0),
+    "gpt-4.1-mini_toolorchestra_airline.json": (36, 4, 32, 1, 2, 2, 0),
     "gpt-4.1-mini_toolorchestra_retail_even.json": (73, 2, 71, 0, 0, 2, 0),
     "gpt-oss-120b_langchain_airline.json": (13, 1, 10, 0, 0, 0, 3),
 }
+MEASURED_NO_FETCH = {**MEASURED, "gpt-4.1-mini_toolorchestra_airline.json": (36, 5, 32, 2, 2, 2, 0)}
 
 
 @pytest.mark.skipif(not RUNS.is_dir(), reason=f"the shared real runs are not at {RUNS}")
+@pytest.mark.parametrize("fetch", [True, False], ids=["fetch", "no-fetch"])
 @pytest.mark.parametrize("name", sorted(MEASURED))
-def test_the_shared_runs_raw_and_settled(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_shared_runs_raw_and_settled(name: str, fetch: bool, capsys: pytest.CaptureFixture[str]) -> None:
     domain = "retail" if "retail" in name else "airline"
-    assert main(["bench", "sims", str(RUNS / name), "--domain", domain, "--json"]) == 0
+    flags = [] if fetch else ["--no-fetch"]
+    assert main(["bench", "sims", str(RUNS / name), "--domain", domain, "--json", *flags]) == 0
     out = json.loads(capsys.readouterr().out)
     apart = out["set_apart"]
     got = (
@@ -204,7 +208,7 @@ def test_the_shared_runs_raw_and_settled(name: str, capsys: pytest.CaptureFixtur
         apart["env_refused"]["writes"],
         apart["repeat"]["writes"],
     )
-    assert got == MEASURED[name]
+    assert got == (MEASURED if fetch else MEASURED_NO_FETCH)[name]
     assert out["settled"]["blocked_hard"] == 0
     # the keys the before-stop hook reads are still on every call, with their meaning
     assert all(
