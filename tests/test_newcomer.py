@@ -274,7 +274,7 @@ def test_the_guides_loop_allows_a_complying_renewal_and_blocks_the_rest(
     assert namespace["LOANS"]["L1"]["renewals"] == 1
     assert namespace["LOANS"]["L2"]["renewals"] == 2  # the blocked renewal never ran
     blocked = namespace["messages"][-3]["content"]
-    assert "(requirement renewal-limit)" in blocked
+    assert "does not meet requirement renewal-limit," in blocked
     assert "Did you mean 'renew_loan'?" in namespace["messages"][-1]["content"]
 
 
@@ -308,14 +308,14 @@ def test_someone_elses_loan_and_unpaid_fines_are_blocked_naming_the_rules(domain
     member = {"member_id": "M1", "fines": 12}
     loan = {"loan_id": "L1", "member_id": "M2", "due": "2999-01-10", "renewals": 0}
     contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
-    assert "(requirement own-loan)" in contents[-1] and "(requirement fines-paid)" in contents[-1]
+    assert "requirement own-loan," in contents[-1] and "requirement fines-paid," in contents[-1]
 
 
 def test_an_overdue_loan_is_blocked(domain: Path) -> None:
     member = {"member_id": "M1", "fines": 0}
     loan = {"loan_id": "L1", "member_id": "M1", "due": "2000-01-10", "renewals": 0}
     contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
-    assert "(requirement not-overdue)" in contents[-1]
+    assert "does not meet requirement not-overdue," in contents[-1]
 
 
 # ---------------------------------------------------------------- the guide's confirmation, judged by a verifier

@@ -41,7 +41,7 @@ ALL = [
 ]
 BLOCKED = re.compile(
     r'^  BLOCKED \(the tool never ran\): issue_refund \{"order_id": "O1", "amount": 120\}\n'
-    r"    the agent reads: (Error: )?This action is not allowed: .*\(requirement within-captured\)",
+    r'    the agent reads: (Error: )?This action is blocked: it does not meet requirement within-captured, which says ".*"',
     re.M,
 )
 ALLOWED = re.compile(r'^  ALLOWED \(the tool ran\): issue_refund \{"order_id": "O1", "amount": 80\}\n', re.M)
