@@ -1,4 +1,4 @@
-"""Guard the function tools of an OpenAI Agents SDK agent (``pip install 'policyguard-agents[agents]'``).
+"""Guard the function tools of an OpenAI Agents SDK agent (``pip install -c constraints.txt -e '.[agents]'``).
 
 ::
 

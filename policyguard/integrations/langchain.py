@@ -1,6 +1,6 @@
 """PolicyGuard as LangChain agent middleware (``langchain.agents.create_agent``).
 
-Install the extra first: ``pip install 'policyguard-agents[langchain]'``. ::
+Install the extra first (from a checkout): ``pip install -c constraints.txt -e '.[langchain]'``. ::
 
     from langchain.agents import create_agent
     from policyguard.integrations.langchain import PolicyGuardMiddleware

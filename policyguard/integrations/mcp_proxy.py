@@ -38,7 +38,7 @@ declared that the host itself asks the user before every tool call
 
 This module is the guarding; :mod:`policyguard.integrations.mcp_transport`
 connects the upstream and serves it over stdio or streamable HTTP. Requires the
-``mcp`` extra (``pip install 'policyguard-agents[mcp]'``); importing ``policyguard``
+``mcp`` extra (from a checkout: ``pip install -c constraints.txt -e '.[mcp]'``); importing ``policyguard``
 never loads it.
 """
 

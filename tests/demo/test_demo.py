@@ -205,6 +205,8 @@ def test_default_out_is_policyguard_demo_in_the_working_folder(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "policyguard-demo" / "trace.jsonl").is_file()
     assert "policyguard approvals list --store sqlite:///policyguard-demo/approvals.db" in done.stdout
+    # the next step installs from the checkout, pinned as CI is, and names no unpublished package
+    assert "  pip install -c constraints.txt -e '.[tau2]' && policyguard bench replay --domain airline" in done.stdout
 
 
 def test_the_demo_policy_is_the_version_the_airline_checklist_pins() -> None:
