@@ -1,6 +1,7 @@
 """A LangChain 1.x agent (``create_agent``) guarded by PolicyGuardMiddleware, with no API key.
 
-Run from the checkout: ``python examples/langchain_agent.py`` (needs ``pip install -c constraints.txt -e '.[langchain]'``).
+Run from the checkout: ``python examples/langchain_agent.py``
+(needs ``pip install -c constraints.txt -e '.[langchain]'``).
 
 Two stand-ins replace the paid parts:
 
