@@ -1,7 +1,7 @@
 """What the OpenAI Agents SDK guard adds to a guarded call, through the real ``agents.Runner``.
 
 Run: ``python benchmarks/bench_agents_sdk.py [--runs 300] [--history 20]``
-(needs ``pip install -e '.[agents]'``; no network, no key). Each run is three
+(needs ``pip install -c constraints.txt -e '.[agents]'``; no network, no key). Each run is three
 scripted model turns: read the order, refund it, answer. The guard is
 gate-only (``model none``), so the figures are the adapter plus the gate, not a
 verifier model. ``--history`` earlier user/assistant/read items are passed as

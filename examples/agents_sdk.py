@@ -1,13 +1,13 @@
 """An OpenAI Agents SDK agent whose function tools are guarded, with no API key.
 
-Run from the checkout: ``python examples/agents_sdk.py`` (needs ``pip install -e '.[agents]'``).
+Run from the checkout: ``python examples/agents_sdk.py`` (needs ``pip install -c constraints.txt -e '.[agents]'``).
 
 Two stand-ins replace the paid parts:
 
 * the agent model: ``ScriptedAgentModel``, an ``agents.Model`` that answers each turn from a
   script of Responses output items; use ``model="gpt-4.1"`` on the ``Agent`` instead;
 * the verifier model: ``scripted:...agents_sdk.json`` plays back a recorded verdict; use
-  ``model="openai/gpt-4.1-mini"`` (with ``pip install -e '.[litellm]'`` and ``OPENAI_API_KEY``).
+  ``model="openai/gpt-4.1-mini"`` (with ``pip install -c constraints.txt -e '.[litellm]'`` and ``OPENAI_API_KEY``).
 
 Two runs share one SDK session, wrapped by ``guarded_session`` so the guard keeps one record
 of the conversation. The refund over the captured amount is blocked (the model gets

@@ -1,12 +1,12 @@
 """The guard as an HTTP service: ``policyguard serve`` on loopback, asked with the standard library only.
 
-Run from the checkout: ``python examples/http_serve.py`` (needs ``pip install -e '.[serve]'``).
+Run from the checkout: ``python examples/http_serve.py`` (needs ``pip install -c constraints.txt -e '.[serve]'``).
 
 The script starts ``policyguard serve`` on a free loopback port, as a separate process, and plays
 an agent written in any language: before each refund it POSTs the dialogue so far and the pending
 call to ``/v1/check``, and runs the call only when the answer's ``outcome`` is ``allow``. The
 verifier model is a recorded verdict (``--model scripted:...``); use ``--model openai/gpt-4.1-mini``
-(with ``pip install -e '.[litellm]'`` and ``OPENAI_API_KEY``) for a real one, or ``--model none``
+(with ``pip install -c constraints.txt -e '.[litellm]'`` and ``OPENAI_API_KEY``) for a real one, or ``--model none``
 for the gate alone.
 """
 

@@ -1,13 +1,14 @@
 """A LangChain 1.x agent (``create_agent``) guarded by PolicyGuardMiddleware, with no API key.
 
-Run from the checkout: ``python examples/langchain_agent.py`` (needs ``pip install -e '.[langchain]'``).
+Run from the checkout: ``python examples/langchain_agent.py``
+(needs ``pip install -c constraints.txt -e '.[langchain]'``).
 
 Two stand-ins replace the paid parts:
 
 * the agent model: ``ScriptedChatModel``, langchain_core's ``GenericFakeChatModel`` playing back
   ``AIMessage``s with tool calls; use any chat model instead, e.g. ``init_chat_model("openai:gpt-4.1")``;
 * the verifier model: ``scripted:...langchain_agent.json`` plays back a recorded verdict; use
-  ``model="openai/gpt-4.1-mini"`` (with ``pip install -e '.[litellm]'`` and ``OPENAI_API_KEY``).
+  ``model="openai/gpt-4.1-mini"`` (with ``pip install -c constraints.txt -e '.[litellm]'`` and ``OPENAI_API_KEY``).
 
 The conversation lives in a checkpointer under one thread id, which is also the guard's record
 of the conversation. The refund over the captured amount is blocked (the model gets the

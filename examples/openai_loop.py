@@ -1,13 +1,13 @@
 """The drop-in guard for an OpenAI-style tool loop, on the refund desk, with no API key.
 
-Run from the checkout: ``python examples/openai_loop.py`` (needs ``pip install -e '.[openai]'``).
+Run from the checkout: ``python examples/openai_loop.py`` (needs ``pip install -c constraints.txt -e '.[openai]'``).
 
 Two stand-ins replace the paid parts, and each is a one-line change to make real:
 
 * the agent model: ``ScriptedOpenAI`` answers ``client.chat.completions.create(...)`` with real
   ``ChatCompletion`` objects from a script; use ``client = OpenAI()`` instead;
 * the verifier model: ``scripted:...openai_loop.json`` plays back a recorded verdict; use
-  ``model="openai/gpt-4.1-mini"`` (with ``pip install -e '.[litellm]'`` and ``OPENAI_API_KEY``).
+  ``model="openai/gpt-4.1-mini"`` (with ``pip install -c constraints.txt -e '.[litellm]'`` and ``OPENAI_API_KEY``).
 
 The agent first tries to refund more than the order captured: the gate blocks it and the agent
 reads the remediation as the tool's error result. After the customer says yes to the captured

@@ -109,7 +109,9 @@ def check_psycopg() -> None:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError as exc:
-        raise NoServer("psycopg/psycopg_pool are not installed (pip install -e '.[postgres]')") from exc
+        raise NoServer(
+            "psycopg/psycopg_pool are not installed (pip install -c constraints.txt -e '.[postgres]')"
+        ) from exc
 
 
 def check_reachable(url: str) -> None:

@@ -24,6 +24,7 @@ from policyguard.authoring.tools import ToolsError
 from policyguard.authoring.validate import validate_checklist
 from policyguard.checklist.schema import load_checklist, parse_checklist
 from policyguard.cli import main
+from policyguard.errors import ChecklistError
 from policyguard.trajectory.canonical import policy_version
 from tests.docblocks import expected_lines, shows
 
@@ -98,7 +99,10 @@ def test_init_writes_the_skeleton_the_guide_shows(domain: Path) -> None:
         "get_loan": False,
         "renew_loan": True,
     }
-    assert [req.source for req in checklist.tools["renew_loan"].requirements] == [TODO_SOURCE]
+    assert [req.source for req in checklist.tools["renew_loan"].requirements] == [
+        TODO_SOURCE,
+        _block("policy").splitlines()[-1],
+    ]
 
 
 def test_skeleton_fails_validate_with_file_and_line_until_the_todo_is_written(
@@ -138,14 +142,67 @@ def test_init_gives_every_mutating_tool_a_todo_that_fails_validate(tmp_path: Pat
 # ---------------------------------------------------------------- init's refusals
 
 
-def test_init_adds_a_confirmation_rule_quoting_the_policys_yes_sentence(tmp_path: Path) -> None:
-    """The policy asks for the member's explicit yes: a general rule quotes it and carries confirmation: true."""
+def test_init_puts_the_confirmation_rule_on_the_tool_its_sentence_is_about(tmp_path: Path) -> None:
+    """ "Before renewing, ... get their explicit yes" is renew_loan's rule, not one for every write tool."""
     write_skeleton(POLICY, str(TOOLS), tmp_path / "c.yaml")
-    rules = load_checklist(tmp_path / "c.yaml").general_rules
-    assert [(r.id, r.kind, r.confirmation) for r in rules] == [("user-confirmed", "procedural", True)]
-    assert rules[0].source == "Before renewing, tell the member the new due date and get their explicit yes."
+    checklist = load_checklist(tmp_path / "c.yaml")
+    assert checklist.general_rules == []
+    [confirmed] = [r for r in checklist.tools["renew_loan"].requirements if r.confirmation]
+    assert (confirmed.id, confirmed.kind) == ("renew_loan-confirmed", "procedural")
+    assert confirmed.source == "Before renewing, tell the member the new due date and get their explicit yes."
     problems = validate_checklist(tmp_path / "c.yaml", policy_text=POLICY.read_text(encoding="utf-8"), tools=[])
-    assert [p for p in problems if str(p.field).startswith("general_rules")] == []
+    assert [p for p in problems if "renew_loan-confirmed" in str(p.field) or "requirements.1" in str(p.field)] == []
+
+
+def _write_tools(tmp_path: Path, *names: str) -> Path:
+    schemas = [
+        {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}, "x-mutating": True}
+        for name in names
+    ]
+    (tmp_path / "t.json").write_text(json.dumps(schemas), encoding="utf-8")
+    return tmp_path / "t.json"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "confirmed"),
+    [
+        ("Before cancelling an order, get the customer's explicit yes.", {"cancel_order"}),
+        ("Confirm the refund amount with the customer before you issue it.", {"issue_refund"}),
+    ],
+)
+def test_a_sentence_about_one_write_confirms_that_tool_only(tmp_path: Path, sentence: str, confirmed: set[str]) -> None:
+    (tmp_path / "p.md").write_text(f"Be polite.\n{sentence}\n", encoding="utf-8")
+    write_skeleton(
+        tmp_path / "p.md",
+        str(_write_tools(tmp_path, "cancel_order", "issue_refund", "change_plan")),
+        tmp_path / "c.yaml",
+    )
+    checklist = load_checklist(tmp_path / "c.yaml")
+    assert checklist.general_rules == []
+    assert {t for t, spec in checklist.tools.items() if any(r.confirmation for r in spec.requirements)} == confirmed
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Before taking any action that updates the database, obtain explicit user confirmation (yes).",
+        "Always get the user's explicit yes first.",
+    ],
+)
+def test_a_sentence_about_every_write_or_no_tool_is_a_general_rule(tmp_path: Path, sentence: str) -> None:
+    (tmp_path / "p.md").write_text(sentence + "\n", encoding="utf-8")
+    write_skeleton(tmp_path / "p.md", str(_write_tools(tmp_path, "cancel_order", "issue_refund")), tmp_path / "c.yaml")
+    checklist = load_checklist(tmp_path / "c.yaml")
+    assert [(r.id, r.confirmation, r.source) for r in checklist.general_rules] == [("user-confirmed", True, sentence)]
+    assert not any(r.confirmation for spec in checklist.tools.values() for r in spec.requirements)
+
+
+def test_tools_whose_names_are_no_plain_ids_get_requirement_ids_of_their_own(tmp_path: Path) -> None:
+    """Requirement ids are unique across tools: two odd names must not both give 'tool-todo'."""
+    (tmp_path / "p.md").write_text("Be polite.\n", encoding="utf-8")
+    write_skeleton(tmp_path / "p.md", str(_write_tools(tmp_path, "refund order", "cancel order")), tmp_path / "c.yaml")
+    ids = [r.id for spec in load_checklist(tmp_path / "c.yaml").tools.values() for r in spec.requirements]
+    assert ids == ["tool1-todo", "tool2-todo"]
 
 
 def test_init_adds_no_confirmation_rule_when_the_policy_asks_for_none(tmp_path: Path) -> None:
@@ -274,7 +331,7 @@ def test_the_guides_loop_allows_a_complying_renewal_and_blocks_the_rest(
     assert namespace["LOANS"]["L1"]["renewals"] == 1
     assert namespace["LOANS"]["L2"]["renewals"] == 2  # the blocked renewal never ran
     blocked = namespace["messages"][-3]["content"]
-    assert "(requirement renewal-limit)" in blocked
+    assert "does not meet requirement renewal-limit," in blocked
     assert "Did you mean 'renew_loan'?" in namespace["messages"][-1]["content"]
 
 
@@ -308,14 +365,14 @@ def test_someone_elses_loan_and_unpaid_fines_are_blocked_naming_the_rules(domain
     member = {"member_id": "M1", "fines": 12}
     loan = {"loan_id": "L1", "member_id": "M2", "due": "2999-01-10", "renewals": 0}
     contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
-    assert "(requirement own-loan)" in contents[-1] and "(requirement fines-paid)" in contents[-1]
+    assert "requirement own-loan," in contents[-1] and "requirement fines-paid," in contents[-1]
 
 
 def test_an_overdue_loan_is_blocked(domain: Path) -> None:
     member = {"member_id": "M1", "fines": 0}
     loan = {"loan_id": "L1", "member_id": "M1", "due": "2000-01-10", "renewals": 0}
     contents = _loop(domain, lambda member_id: member, lambda loan_id: loan)
-    assert "(requirement not-overdue)" in contents[-1]
+    assert "does not meet requirement not-overdue," in contents[-1]
 
 
 # ---------------------------------------------------------------- the guide's confirmation, judged by a verifier
@@ -420,3 +477,21 @@ def test_the_approvals_example_escalates_allows_once_and_blocks_above_the_ceilin
     assert main(["approvals", "list", "--store", "sqlite:///guard.db", "--status", "used"]) == 0
     [line] = capsys.readouterr().out.splitlines()
     assert "refund_deposit  principal=M1" in line and "failed=effect-approval" in line
+
+
+def test_requirement_ids_are_unique_across_tools_as_the_guide_says(domain: Path) -> None:
+    """The guide promises a repeated id is refused with the second one's line, across tools too."""
+    assert "`id` is unique across the whole checklist, not only within its tool" in GUIDE.read_text(encoding="utf-8")
+    text = (
+        f'policy: {{name: p, version: "{policy_version("p")}"}}\n'
+        "tools:\n"
+        "  renew_loan:\n"
+        "    requirements:\n"
+        "      - {id: own-loan, text: The loan is the member's., kind: procedural, source: s}\n"
+        "  return_loan:\n"
+        "    requirements:\n"
+        "      - {id: own-loan, text: The loan is the member's., kind: procedural, source: s}\n"
+    )
+    with pytest.raises(ChecklistError, match="duplicate requirement id 'own-loan'") as raised:
+        parse_checklist(text, file="c.yaml")
+    assert raised.value.line == 8

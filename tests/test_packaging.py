@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from policyguard.distribution import DIST_NAME, install_hint
+from policyguard.distribution import DIST_NAME, checkout_install, install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,18 +203,42 @@ def test_the_distribution_name_is_the_one_every_hint_uses() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == DIST_NAME == "policyguard-agents"
     assert project["scripts"] == {"policyguard": "policyguard.cli:main"}
-    assert install_hint("postgres").startswith("pip install 'policyguard-agents[postgres]'")
+    assert (
+        install_hint("postgres")
+        == "pip install -c constraints.txt -e '.[postgres]' (from a checkout of this repository)"
+    )
 
 
 def test_no_install_line_names_the_unrelated_pypi_project() -> None:
     lines = _install_lines()
-    assert any(name == DIST_NAME for _, _, name, _ in lines), "no install line names the distribution at all"
+    assert lines, "no install line found at all"
     wrong = [
         f"{path}:{number}: {line}"
         for path, number, name, line in lines
         if name.lower().replace("_", "-").startswith("policyguard") and name != DIST_NAME
     ]
     assert wrong == []
+
+
+_CHECKOUT_INSTALL = re.compile(
+    r"pip install (?:--quiet )?-c constraints\.txt -e (?:\.(?=[\s`]|$)|'\.\[[a-z0-9,{}]+\]')"
+)
+
+
+def test_every_install_line_is_the_one_that_works_from_a_checkout() -> None:
+    """No release is on PyPI: a line naming a package (ours or any) fails or fetches someone else's code.
+
+    Every ``pip install`` of the README, the docs, the examples, the package's messages and CI installs this
+    checkout, pinned by constraints.txt; only CI's own tools (pip itself, pytest) are installed by name.
+    """
+    lines = _install_lines()
+    wrong = [
+        f"{path}:{number}: {line}"
+        for path, number, _, line in lines
+        if not _CHECKOUT_INSTALL.search(line) and not line.endswith("install --quiet --upgrade pip")
+    ]
+    assert wrong == []
+    assert checkout_install("mcp") == "pip install -c constraints.txt -e '.[mcp]'"
 
 
 def test_every_missing_extra_error_is_built_by_install_hint() -> None:

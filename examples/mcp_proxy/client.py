@@ -1,6 +1,6 @@
 """An MCP client that reaches the refund desk only through ``policyguard mcp-proxy``, with no API key.
 
-Run from the checkout: ``python examples/mcp_proxy/client.py`` (needs ``pip install -e '.[mcp]'``).
+Run from the checkout: ``python examples/mcp_proxy/client.py`` (needs ``pip install -c constraints.txt -e '.[mcp]'``).
 
 The client starts the proxy over stdio exactly as an MCP host would, and the proxy starts the
 upstream server; the command is the same as::
@@ -10,7 +10,7 @@ upstream server; the command is the same as::
         --model scripted:examples/refund_desk/verdicts/mcp_proxy.json -- python examples/mcp_proxy/upstream.py
 
 The verifier model is a recorded verdict; use ``--model openai/gpt-4.1-mini`` (with
-``pip install -e '.[litellm]'`` and ``OPENAI_API_KEY``) for a real one. An MCP server does not see
+``pip install -c constraints.txt -e '.[litellm]'`` and ``OPENAI_API_KEY``) for a real one. An MCP server does not see
 the chat, so for the policy's "only after they say yes" the proxy asks the user itself through MCP
 elicitation; ``ask_the_user`` below plays a user who says yes.
 """

@@ -13,31 +13,29 @@ and line, until a person writes the real requirement.
 
 When a sentence of the policy asks for the user's confirmation (it reads like
 one, :func:`policyguard.verifier.evidence.reads_like_confirmation`), the skeleton also
-has a general rule quoting it, marked ``confirmation: true``: the verifier then
-accepts a MET only when it cites the user's own reply after the agent's last
-message, whatever the rule's wording becomes.
+has a requirement quoting the first such sentence, marked ``confirmation: true``:
+the verifier then accepts a MET only when it cites the user's own reply after the
+agent's last message, whatever the requirement's wording becomes. It goes on the
+write tools the sentence is about ("Before renewing ..." is renew_loan's), and is
+a general rule, for every write, only when the sentence is about every write or
+names no tool (:mod:`policyguard.authoring.confirmscope`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 
 from policyguard.errors import ConfigError
 from policyguard.trajectory.canonical import policy_version
-from policyguard.verifier.evidence import reads_like_confirmation
 
+from .confirmscope import confirmation_sentences, tools_named
 from .tools import ToolInfo, load_tools
-from .validate import normalize_policy_text, quote_in_policy
 
 TODO_SOURCE = "TODO: quote the policy sentence this requirement comes from"
 CONFIRMATION_TEXT = "The agent listed this action's details and the user said yes afterwards."
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:[-*+#>]|\d+[.)])\s)")
-_LEADING_MARKS = re.compile(r"^(?:\s*(?:[-*+#>]+|\d+[.)])\s+)+")
 
 
 class InitError(ConfigError):
@@ -49,7 +47,8 @@ def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _tool_lines(tool: ToolInfo) -> list[str]:
+def _tool_lines(tool: ToolInfo, key: str, confirmation: str | None) -> list[str]:
+    """The tool's entry; ``key`` names its requirement ids, ``confirmation`` is a sentence about this tool."""
     lines = [f"  {tool.name if _plain_id(tool.name) else _quoted(tool.name)}:"]
     if tool.declared_mutating is False:
         lines.append(f"    mutating: false  # declared read-only by {tool.declared_by}")
@@ -62,28 +61,24 @@ def _tool_lines(tool: ToolInfo) -> list[str]:
     if tool.declared_mutating is not False:
         lines += [
             "    requirements:",
-            f"      - id: {tool.name if _plain_id(tool.name) else 'tool'}-todo",
+            f"      - id: {key}-todo",
             f"        text: {_quoted(f'TODO: what must hold before {tool.name} runs')}",
             "        kind: procedural  # or data, with a CEL check over args, facts, principal and now",
             f"        source: {_quoted(TODO_SOURCE)}",
         ]
+        if confirmation is not None:
+            lines += [f"    {line}" for line in _confirmation_lines(f"{key}-confirmed", confirmation)]
     return lines
 
 
 def confirmation_sentence(policy_text: str) -> str | None:
     """The first policy sentence that asks for the user's confirmation, quotable as a ``source``; or None."""
-    normalized = normalize_policy_text(policy_text)
-    for piece in _SENTENCE_END.split(policy_text):
-        sentence = " ".join(_LEADING_MARKS.sub("", piece).split())
-        if sentence and reads_like_confirmation(sentence) and quote_in_policy(sentence, normalized):
-            return sentence
-    return None
+    return next(iter(confirmation_sentences(policy_text)), None)
 
 
-def _confirmation_rule_lines(sentence: str) -> list[str]:
+def _confirmation_lines(rid: str, sentence: str) -> list[str]:
     return [
-        "general_rules:",
-        "  - id: user-confirmed",
+        f"  - id: {rid}",
         f"    text: {_quoted(CONFIRMATION_TEXT)}",
         "    kind: procedural",
         "    confirmation: true  # the verifier must cite the user's own reply after the agent's last message",
@@ -122,11 +117,14 @@ def skeleton(
         "facts: {}",
         "tools:",
     ]
-    for tool in tools:
-        lines += _tool_lines(tool)
+    writes = [tool.name for tool in tools if tool.declared_mutating is not False]
     sentence = confirmation_sentence(policy_text)
-    if sentence is not None and any(tool.declared_mutating is not False for tool in tools):
-        lines += _confirmation_rule_lines(sentence)
+    scoped = tools_named(sentence, writes) if sentence is not None else []
+    for number, tool in enumerate(tools, 1):
+        key = tool.name if _plain_id(tool.name) else f"tool{number}"  # ids are unique across tools
+        lines += _tool_lines(tool, key, sentence if tool.name in scoped else None)
+    if sentence is not None and writes and not scoped:
+        lines += ["general_rules:", *_confirmation_lines("user-confirmed", sentence)]
     return "\n".join(lines) + "\n"
 
 

@@ -67,6 +67,7 @@ from .facts import (
     resolve_facts,
     resolve_principal,
 )
+from .wording import not_met_message, read_first_message
 
 JudgedBy = Literal["gate", "verifier", "none"]
 _CACHED_TOOLS = 1024
@@ -253,13 +254,10 @@ class HardGate:
                 results.append(_result(req.id, "MET", f"check holds: {req.check}"))
             elif req.read_first is not None:  # the evidence is missing, not contrary: ask for the read
                 results.append(_result(req.id, "NOT_MET", f"prerequisite read not made: {req.read_first}"))
-                denials.append(f"Read first: {req.read_first} before {call.name} (requirement {req.id}).")
+                denials.append(read_first_message(req.id, req.read_first, call.name))
             else:
                 results.append(_result(req.id, "NOT_MET", f"check is false: {req.check}"))
-                denials.append(
-                    f"This action is not allowed: {req.text.rstrip('.')} (requirement {req.id}). "
-                    "Explain this to the user and do not retry the same call."
-                )
+                denials.append(not_met_message(req.id, req.text))
 
         fields: dict[str, Any] = {**base, "requirements": results, "resolver_reads": facts.resolver_reads}
         if denials:

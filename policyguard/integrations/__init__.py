@@ -2,7 +2,7 @@
 
 Each submodule wraps one framework or protocol and imports it lazily: importing
 ``policyguard`` (or this package) loads none of them. Install the matching extra
-(``pip install 'policyguard-agents[agents]'``, ``[langchain]``, ``[mcp]``) before
+(from a checkout: ``pip install -c constraints.txt -e '.[agents]'``, ``[langchain]``, ``[mcp]``) before
 importing a submodule. :mod:`.openai_loop` (:class:`~policyguard.GuardedTools`)
 needs no extra.
 

@@ -1,4 +1,4 @@
-"""Guard the function tools of an OpenAI Agents SDK agent (``pip install 'policyguard-agents[agents]'``).
+"""Guard the function tools of an OpenAI Agents SDK agent (``pip install -c constraints.txt -e '.[agents]'``).
 
 ::
 
@@ -68,7 +68,9 @@ one has run, with its result in the record. A call whose arguments are not
 JSON is blocked; in later turns it is read with empty arguments and its output
 as a failure, so it never becomes a fact and the run can go on.
 
-**Refused when guarding** (:class:`~policyguard.errors.ConfigError`): tools
+**Refused when guarding** (:class:`~policyguard.errors.ConfigError`): a tool the checklist names that
+neither the agent nor an agent it hands off to has (:func:`~policyguard.integrations.hosttools.cross_check`;
+their tools no checklist entry covers are judged as unknown, and a warning lists them); tools
 that are not ``FunctionTool`` (hosted, computer and shell tools take no input
 guardrail), ``mcp_servers`` (their tools appear only at run time; put
 ``policyguard mcp-proxy`` in front of the server instead) and ``Handoff``
@@ -104,6 +106,8 @@ from policyguard.guard.calls import plain_name
 from policyguard.trajectory.formats import to_trajectory
 from policyguard.trajectory.formats.common import CallIds, error_text, parse_arguments, plain
 from policyguard.trajectory.messages import ToolCall, Trajectory
+
+from .hosttools import cross_check
 
 __all__ = ["GUARDRAIL_NAME", "AgentsSDKGuard", "GuardedSession", "guard_agent", "guarded_session"]
 
@@ -280,6 +284,8 @@ class AgentsSDKGuard:
             _refuse_unguardable(current)
             originals[id(current)] = current
             pending.extend(current.handoffs)  # type: ignore[arg-type]
+        host = f"agent {agent.name!r}" + (" and the agents it hands off to" if len(originals) > 1 else "")
+        cross_check(self.guard.checklist, [tool.name for a in originals.values() for tool in a.tools], host)
         clones = {key: self._clone(original) for key, original in originals.items()}
         for key, original in originals.items():
             clones[key].handoffs = [clones[id(target)] for target in original.handoffs]

@@ -1,6 +1,6 @@
 """PolicyGuard as LangChain agent middleware (``langchain.agents.create_agent``).
 
-Install the extra first: ``pip install 'policyguard-agents[langchain]'``. ::
+Install the extra first (from a checkout): ``pip install -c constraints.txt -e '.[langchain]'``. ::
 
     from langchain.agents import create_agent
     from policyguard.integrations.langchain import PolicyGuardMiddleware
@@ -22,6 +22,10 @@ tool node, once per tool call, before the tool, and sees the agent state.
   ``ToolMessage(content=<remediation>, status="error")``, which the model reads
   on its next turn. So are a call whose arguments cannot be read and a state
   whose messages cannot be read faithfully (a reused call id, say): fail closed.
+- Tool names: at the model's first call (``wrap_model_call``) the agent's tools are compared with the
+  checklist's (:func:`~policyguard.integrations.hosttools.cross_check`): a tool the checklist names and
+  the agent lacks is a :class:`~policyguard.errors.ConfigError` before the model runs; agent tools no
+  entry covers are judged as unknown, and a warning lists them.
 - Halt: :class:`GuardHalted` is raised. LangChain's tool node re-raises it (its
   default error handling only turns tool-invocation errors into messages), so
   ``agent.invoke`` / ``ainvoke`` ends with it; the caller catches it, and
@@ -88,7 +92,7 @@ import copy
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any
 
 from typing_extensions import NotRequired
@@ -96,7 +100,7 @@ from typing_extensions import NotRequired
 from policyguard.distribution import install_hint
 
 try:
-    from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallRequest
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ToolCallRequest
     from langchain.agents.middleware.types import PrivateStateAttr
     from langchain_core.messages import ToolCall as LangChainToolCall
     from langchain_core.messages import ToolMessage
@@ -117,6 +121,7 @@ from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .hosttools import cross_check
 from .langchain_seed import UNSEEDED_KEY, hooks_before, order_error, seed, skipped_error
 
 __all__ = ["GuardHalted", "PolicyGuardMiddleware"]
@@ -161,6 +166,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.tools = []
         self._interrupted: OrderedDict[tuple[str, str], str] = OrderedDict()  # (session, call id) -> args hash
         self._lock = threading.Lock()
+        self._met: frozenset[str] | None = None  # the agent's tool names, once checked against the checklist
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Seed the conversation's record with the messages passed in, before any other hook can rewrite them.
@@ -191,6 +197,29 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if not (isinstance(invocation, str) and invocation):
             invocation = update[INVOCATION_KEY] = uuid.uuid4().hex
         return update, _thread_id(runtime, config) or invocation
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        """Check the agent's tools against the checklist (:meth:`meet`), then call the model unchanged."""
+        self.meet(request.tools)
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]) -> Any:
+        """Async :meth:`wrap_model_call`."""
+        self.meet(request.tools)
+        return await handler(request)
+
+    def meet(self, tools: Iterable[Any]) -> None:
+        """Compare the agent's tools with the checklist's, once per tool set (the model's first call).
+
+        Raises :class:`~policyguard.errors.ConfigError` when the checklist names a tool the agent lacks;
+        logs a warning listing the agent's tools no checklist entry covers (they are judged as unknown).
+        Provider-side tools (given as dicts) never reach the tool node and are left out.
+        """
+        names = frozenset(name for tool in tools if isinstance(name := getattr(tool, "name", None), str))
+        if names == self._met:
+            return
+        cross_check(self.guard.checklist, names, "the LangChain agent")
+        self._met = names
 
     def wrap_tool_call(
         self,

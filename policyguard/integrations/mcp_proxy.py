@@ -10,7 +10,9 @@ record), and every ``tools/call`` lands in it with its fate:
 * a read-only tool (checklist ``mutating: false``, or the upstream's
   ``readOnlyHint`` when the checklist does not name the tool) goes straight to
   the upstream; the call and its answer enter the record;
-* a tool the upstream does not offer is refused;
+* a tool the upstream does not offer is refused; before serving, :meth:`GuardedUpstream.meet` reads
+  the upstream's ``tools/list``: a tool the checklist names and the upstream lacks is a
+  :class:`~policyguard.errors.ConfigError`, and a warning lists upstream tools no entry covers;
 * any other call is judged by :meth:`Guard.acheck` on the session's record. A
   block answers with ``CallToolResult(isError=True)`` carrying the remediation,
   and the upstream never sees the call.
@@ -36,7 +38,7 @@ declared that the host itself asks the user before every tool call
 
 This module is the guarding; :mod:`policyguard.integrations.mcp_transport`
 connects the upstream and serves it over stdio or streamable HTTP. Requires the
-``mcp`` extra (``pip install 'policyguard-agents[mcp]'``); importing ``policyguard``
+``mcp`` extra (from a checkout: ``pip install -c constraints.txt -e '.[mcp]'``); importing ``policyguard``
 never loads it.
 """
 
@@ -66,6 +68,8 @@ from policyguard.stages import Gate
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 from policyguard.trajectory.toolnames import fold, unknown_tool_message
 from policyguard.verifier.dialogue import safe_json
+
+from .hosttools import cross_check
 
 CONFIRM_FIELD = "confirm"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -156,6 +160,16 @@ class GuardedUpstream:
             if not cursor:
                 break
         self.tools = tools
+
+    async def meet(self) -> list[str]:
+        """Read the upstream's tools and compare them with the checklist's, before any client is served.
+
+        Raises :class:`~policyguard.errors.ConfigError` when the checklist names a tool the upstream does not
+        offer (its remediations would send the agent to it); returns, and logs in a warning, the upstream
+        tools no checklist entry covers (judged as unknown unless the upstream marks them ``readOnlyHint``).
+        """
+        await self.refresh_tools()
+        return cross_check(self.guard.checklist, self.tools, "the upstream MCP server")
 
     async def list_tools(self, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         """The upstream's answer, unchanged (names, schemas, annotations); its tools refresh the cache."""

@@ -223,7 +223,7 @@ async def serve(
     async with connect_upstream(upstream, on_upstream_message) as (session, init, gone):
         proxy = GuardedUpstream(guard, session, settings, upstream_gone=gone)
         holder.append(proxy)
-        await proxy.refresh_tools()
+        await proxy.meet()  # a checklist tool the upstream lacks stops here, before any client is served
         server, options = build_server(proxy, init)
         async with anyio.create_task_group() as tasks:
             stop_http: list[Callable[[], None]] = []

@@ -364,7 +364,7 @@ def test_a_change_paid_with_the_reservations_own_card_needs_no_profile_read_but_
         flights=[{"flight_number": flight["flight_number"], "date": "2024-05-20"}], payment_id=cert,
     )  # fmt: skip
     blocked = gate.check(spend, s.trajectory(), airline_context)
-    assert blocked.outcome == "block" and (blocked.message or "").startswith("Read first: get_user_details")
+    assert blocked.outcome == "block" and (blocked.message or "").startswith("Read first: call get_user_details")
     assert _status(blocked, "flights-payment-evidence") == "NOT_MET"
     s.run("get_user_details", user_id=uid)
     refused = gate.check(spend, s.trajectory(), airline_context)

@@ -80,8 +80,8 @@ def test_the_block_shows_its_requirement_policy_sentence_and_remediation(
     text = " ".join(demo[1].stdout.split())  # undo the wrapping
     assert "failed cancel-eligible: A reservation can be cancelled only if it was booked within the last 24" in text
     assert 'policy "Otherwise, flight can be cancelled if any of the following is true"' in text
-    assert "agent gets This action is not allowed:" in text
-    assert "(requirement cancel-eligible). Explain this to the user and do not retry the same call." in text
+    assert "agent gets This action is blocked: it does not meet requirement cancel-eligible, which says" in text
+    assert 'to a human agent)." Explain this to the user and do not retry the same call.' in text
 
 
 def test_the_escalation_names_the_company_rule_and_its_approval_id(
@@ -141,7 +141,7 @@ def test_json_summary(tmp_path: Path) -> None:
     allowed, blocked, escalated = report["calls"]
     assert allowed["executed"] is True and allowed["result"]["status"] == "cancelled"
     assert [f["id"] for f in blocked["failed"]] == ["cancel-eligible"]
-    assert blocked["message"].startswith("This action is not allowed:")
+    assert blocked["message"].startswith("This action is blocked: it does not meet requirement cancel-eligible")
     assert APPROVAL_ID.fullmatch(escalated["approval_id"])
     assert [(f["id"], f["approvable"], f["company_rule"]) for f in escalated["failed"]] == [
         ("company-refund-approval", True, True)
@@ -205,6 +205,8 @@ def test_default_out_is_policyguard_demo_in_the_working_folder(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "policyguard-demo" / "trace.jsonl").is_file()
     assert "policyguard approvals list --store sqlite:///policyguard-demo/approvals.db" in done.stdout
+    # the next step installs from the checkout, pinned as CI is, and names no unpublished package
+    assert "  pip install -c constraints.txt -e '.[tau2]' && policyguard bench replay --domain airline" in done.stdout
 
 
 def test_the_demo_policy_is_the_version_the_airline_checklist_pins() -> None:

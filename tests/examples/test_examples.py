@@ -41,7 +41,7 @@ ALL = [
 ]
 BLOCKED = re.compile(
     r'^  BLOCKED \(the tool never ran\): issue_refund \{"order_id": "O1", "amount": 120\}\n'
-    r"    the agent reads: (Error: )?This action is not allowed: .*\(requirement within-captured\)",
+    r'    the agent reads: (Error: )?This action is blocked: it does not meet requirement within-captured, which says ".*"',
     re.M,
 )
 ALLOWED = re.compile(r'^  ALLOWED \(the tool ran\): issue_refund \{"order_id": "O1", "amount": 80\}\n', re.M)
@@ -77,7 +77,9 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_example_allows_one_refund_and_blocks_one(example: Example) -> None:
     missing = [m for m in example.modules if not _installed(m)]
     if missing:
-        pytest.skip(f"examples/{example.path} needs the extra: pip install -e '.[{example.extra}]' ({missing[0]})")
+        pytest.skip(
+            f"examples/{example.path} needs the extra: pip install -c constraints.txt -e '.[{example.extra}]' ({missing[0]})"
+        )
     run = _run(str(EXAMPLES / example.path))
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
@@ -96,7 +98,10 @@ def test_the_readme_lists_every_example_and_only_files_that_exist() -> None:
     assert scripts <= listed, f"examples/README.md does not list {sorted(scripts - listed)}"
     assert {e.path for e in ALL} <= listed
     for example in ALL:
-        assert f"python examples/{example.path}" in readme and f"pip install -e '.[{example.extra}]'" in readme
+        assert (
+            f"python examples/{example.path}" in readme
+            and f"pip install -c constraints.txt -e '.[{example.extra}]'" in readme
+        )
 
 
 def test_the_refund_desk_checklist_validates_clean_with_the_readme_command() -> None:

@@ -122,7 +122,7 @@ def test_failing_check_blocks_naming_the_requirement(
     decision = HardGate(checklist).check(refund(121), trajectory, context("alice"))
     assert decision.outcome == "block" and decision.stage == "gate" and decision.verdict == "BLOCK"
     assert "refund.within_captured" in (decision.message or "")
-    assert "This action is not allowed: The refund must not exceed the amount captured" in (decision.message or "")
+    assert 'which says "The refund must not exceed the amount captured' in (decision.message or "")
     assert statuses(decision)["refund.within_captured"] == ("NOT_MET", "gate")
     assert statuses(decision)["refund.owner"] == ("MET", "gate")
 

@@ -140,7 +140,7 @@ def read_first_for_profile(decision: Decision) -> bool:
     return (
         decision.outcome == "block"
         and [r.id for r in not_met] == ["flights-payment-evidence"]
-        and (decision.message or "").startswith("Read first: get_user_details")
+        and (decision.message or "").startswith("Read first: call get_user_details")
     )
 
 
@@ -176,7 +176,7 @@ def test_a_payment_of_another_users_reservation_is_not_evidence(airline: tuple[H
     assert read_first_for_profile(decision), decision.message
     refused = decide(airline, change("gift_card_9"), talk.profile(MIA))  # mia's profile does not list it
     assert refused.outcome == "block" and status(refused, "flights-payment-in-profile") == "NOT_MET"
-    assert "not allowed" in (refused.message or "")
+    assert "This action is blocked: it does not meet requirement" in (refused.message or "")
 
 
 def test_changing_another_users_reservation_with_its_own_payment_is_refused(
@@ -207,7 +207,7 @@ def test_a_certificate_in_the_payment_history_is_not_evidence_and_is_refused_onc
     assert read_first_for_profile(decision), decision.message
     refused = decide(airline, change("certificate_4"), talk.profile(MIA))
     assert refused.outcome == "block" and status(refused, "flights-payment-kind") == "NOT_MET"
-    assert "not allowed" in (refused.message or "")
+    assert "This action is blocked: it does not meet requirement" in (refused.message or "")
 
 
 def test_once_the_profile_is_read_it_decides_even_against_the_reservation(
@@ -217,7 +217,7 @@ def test_once_the_profile_is_read_it_decides_even_against_the_reservation(
     talk = Talk().reservation(MINE).profile(MIA).profile(MIA, {"credit_card_2": PROFILES[MIA]["credit_card_2"]})
     refused = decide(airline, change("gift_card_1"), talk)
     assert refused.outcome == "block" and status(refused, "flights-payment-in-profile") == "NOT_MET"
-    assert "not allowed" in (refused.message or "")
+    assert "This action is blocked: it does not meet requirement" in (refused.message or "")
 
 
 def test_a_refund_entry_alone_is_not_evidence(airline: tuple[HardGate, CheckContext]) -> None:
@@ -249,7 +249,7 @@ def test_a_gift_card_short_of_the_bags_is_still_refused_and_bags_still_need_the_
     short = {"gift_card_1": {"source": "gift_card", "id": "gift_card_1", "amount": 30}}  # one bag is $50
     refused = gate.check(bags, talk.profile(MIA, short).trajectory(), context)
     assert refused.outcome == "block" and status(refused, "bags-payment-covers") == "NOT_MET"
-    assert "not allowed" in (refused.message or "")
+    assert "This action is blocked: it does not meet requirement" in (refused.message or "")
 
 
 def test_a_booking_still_needs_the_profile(airline: tuple[HardGate, CheckContext]) -> None:

@@ -51,7 +51,9 @@ def test_an_approved_credit_runs_once_per_idempotency_key_without_an_executor() 
 
 def test_a_checklist_tool_the_host_lacks_is_a_config_error_naming_both_spellings() -> None:
     text = (DESK / "checklist.yaml").read_text().replace("  issue_refund:\n", "  issue_refnud:\n")
-    with pytest.raises(ConfigError, match="'issue_refnud' \\(the host has 'issue_refund'\\)"):
+    with pytest.raises(
+        ConfigError, match="'issue_refnud' \\(did you mean 'issue_refund', which GuardedTools has\\?\\)"
+    ):
         GuardedTools(_guard(text), _tools([]))
 
 

@@ -408,7 +408,9 @@ def test_guarded_tools_refuse_a_host_whose_function_is_registered_under_a_near_m
 
     guard, _, _ = make_guard()
     others = {name: (lambda **kw: "done") for name in guard.checklist.tools if name != "cancel_order"}
-    with pytest.raises(ConfigError, match="'cancel_order' \\(the host has 'Cancel_order'\\)"):
+    with pytest.raises(
+        ConfigError, match="'cancel_order' \\(did you mean 'Cancel_order', which GuardedTools has\\?\\)"
+    ):
         GuardedTools(guard, {"Cancel_order": lambda **kw: "done", **others})
 
 

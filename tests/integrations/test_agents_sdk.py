@@ -584,3 +584,39 @@ def test_importing_policyguard_does_not_load_the_agents_sdk() -> None:
     code = "import policyguard, policyguard.integrations, sys; print('agents' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- the checklist's tool names against the agent's --------------------------------------------
+
+
+def test_a_checklist_tool_no_agent_has_is_a_config_error_naming_both_spellings(tmp_path: Path) -> None:
+    guard = make_guard(tmp_path, checklist=CHECKLIST.replace("  issue_refund:", "  issue_refnud:"))
+    agent = Agent(name="support", tools=Shop().tools)
+    with pytest.raises(
+        ConfigError, match="'issue_refnud' \\(did you mean 'issue_refund', which agent 'support' has\\?"
+    ):
+        guard_agent(agent, guard)
+
+
+def test_a_read_the_remediation_would_send_the_agent_to_must_be_one_of_its_tools(tmp_path: Path) -> None:
+    """The fact's source get_order is what "Read the order first: call get_order" names: the agent must have it,
+    even when a glob, not its name, is the checklist's entry for it."""
+    guard = make_guard(
+        tmp_path, checklist=CHECKLIST.replace("  get_order: {mutating: false}", '  "get_*": {mutating: false}')
+    )
+    agent = Agent(name="support", tools=[t for t in Shop().tools if t.name != "get_order"])
+    with pytest.raises(ConfigError, match="'get_order' .*, which fact 'order' sends the agent to"):
+        guard_agent(agent, guard)
+
+
+def test_the_agents_handed_off_to_count_as_the_host_and_uncovered_tools_are_listed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    reads, writes = Shop().tools[:1], Shop().tools[1:]
+    billing = Agent(name="billing", tools=writes)
+    with caplog.at_level("WARNING", logger="policyguard"):
+        guard_agent(Agent(name="support", tools=reads, handoffs=[billing]), make_guard(tmp_path))
+    assert (
+        "agent 'support' and the agents it hands off to has tool(s) no checklist entry covers, "
+        "judged as unknown tools: delete_order"
+    ) in caplog.text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import re
 import subprocess
@@ -32,6 +33,7 @@ from langchain_core.tools import tool  # noqa: E402
 
 from policyguard import Guard, ScriptedModel, parse_checklist  # noqa: E402
 from policyguard.decision import Decision  # noqa: E402
+from policyguard.errors import ConfigError  # noqa: E402
 from policyguard.integrations import langchain as integration  # noqa: E402
 from policyguard.integrations.langchain import GuardHalted, PolicyGuardMiddleware  # noqa: E402
 from policyguard.trajectory.canonical import policy_version  # noqa: E402
@@ -212,6 +214,30 @@ def test_a_tool_the_checklist_does_not_name_is_blocked_even_though_the_agent_has
     blocked = tool_message(out, "c1")
     assert blocked.status == "error"
     assert "delete_account" in blocked.content
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_a_checklist_tool_the_agent_lacks_stops_the_run_before_the_model_naming_both_spellings(
+    guard_files, asynchronous
+):
+    policy, checklist = guard_files
+    checklist.write_text(REFUND_CHECKLIST.replace("  issue_refund:", "  issue_refnud:"), encoding="utf-8")
+    guard = Guard.from_files(policy=policy, checklist=checklist, model="none")
+    model = scripted_chat_model(turns())
+    agent = create_agent(model, Tools().all, middleware=[PolicyGuardMiddleware(guard)])
+    state = {"messages": [HumanMessage("Please refund order O1.")]}
+    with pytest.raises(ConfigError, match="'issue_refnud' \\(did you mean 'issue_refund', which the LangChain agent"):
+        asyncio.run(agent.ainvoke(state)) if asynchronous else agent.invoke(state)
+    assert model.seen == []  # refused before the model was called
+
+
+def test_an_agent_tool_no_checklist_entry_covers_is_listed_in_a_warning_once(guard, caplog):
+    with caplog.at_level(logging.WARNING, logger="policyguard"):
+        run_agent(guard, turns([READ], [call("c2", "get_order", order_id="O1")]))
+    warnings = [r.getMessage() for r in caplog.records if "no checklist entry covers" in r.getMessage()]
+    assert warnings == [
+        "policyguard: the LangChain agent has tool(s) no checklist entry covers, judged as unknown tools: delete_account"
+    ]
 
 
 def test_a_lookalike_tool_name_is_blocked_and_points_to_the_known_tool(guard):

@@ -169,7 +169,8 @@ def test_a_tool_that_raises_leaves_an_unknown_fate_that_still_counts():
         raise ConnectionError("certificate service dropped the connection")
 
     model = scripted_chat_model(turns([certificate("c1")]))
-    agent = create_agent(model, [send_certificate], middleware=[PolicyGuardMiddleware(guard)])
+    get_user = Desk().tools[0]  # the agent has every tool the checklist names
+    agent = create_agent(model, [get_user, send_certificate], middleware=[PolicyGuardMiddleware(guard)])
     config = {"configurable": {"thread_id": "t1"}}
     with pytest.raises(ConnectionError):
         agent.invoke({"messages": [HumanMessage("A certificate, please.")]}, config)

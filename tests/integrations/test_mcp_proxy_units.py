@@ -379,3 +379,36 @@ def test_a_refund_is_not_sent_to_an_upstream_that_is_gone_and_counts_as_not_made
     assert upstream.calls == []
     proxied.upstream_gone = None  # the record holds a refund that was not made: an upstream that answers may make it
     assert not anyio.run(proxied.call_tool, STDIO, REFUND).is_error
+
+
+class ListingUpstream:
+    """An upstream that lists ``names`` as its tools, on two pages."""
+
+    def __init__(self, *names: str) -> None:
+        self.tools = [tool(name) for name in names]
+
+    async def list_tools(self, params: types.PaginatedRequestParams | None = None) -> types.ListToolsResult:
+        if params is None or not params.cursor:
+            return types.ListToolsResult(tools=self.tools[:1], next_cursor="2")
+        return types.ListToolsResult(tools=self.tools[1:])
+
+
+def met(*names: str) -> list[str]:
+    guard = Guard.from_files(policy=HERE / "mcp_policy.md", checklist=HERE / "mcp_checklist.yaml")
+    return anyio.run(GuardedUpstream(guard, ListingUpstream(*names)).meet)  # type: ignore[arg-type]
+
+
+def test_a_checklist_tool_the_upstream_does_not_list_stops_the_proxy_naming_both_spellings() -> None:
+    with pytest.raises(ConfigError, match="'issue_refund' \\(did you mean 'issue_refunds', which the upstream MCP"):
+        met("get_order", "fail_upstream", "cancel_order", "issue_refunds")
+
+
+def test_upstream_tools_no_checklist_entry_covers_are_returned_and_listed_in_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="policyguard"):
+        uncovered = met("get_order", "fail_upstream", "cancel_order", "issue_refund", "delete_order")
+    assert uncovered == ["delete_order"]  # from the second page too
+    assert "the upstream MCP server has tool(s) no checklist entry covers, judged as unknown tools: delete_order" in (
+        caplog.text
+    )

@@ -30,7 +30,7 @@ def test_a_model_whose_library_is_not_installed_names_the_extra(
 ) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
-    with pytest.raises(ConfigError, match=rf"pip install 'policyguard-agents\[{module}\]'"):
+    with pytest.raises(ConfigError, match=rf"pip install -c constraints.txt -e '\.\[{module}\]'"):
         resolve_model(spec)
 
 

@@ -75,7 +75,7 @@ def _browser_missing() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return "playwright is not installed (pip install -e '.[review]' or '.[dev]')"
+        return "playwright is not installed (pip install -c constraints.txt -e '.[review]' or '.[dev]')"
     if not os.path.exists(CHROMIUM):
         return "no Chromium at /usr/bin/chromium (apt-get install chromium)"
     return None

@@ -225,7 +225,7 @@ def test_a_url_that_names_no_store_is_a_config_error_without_its_password(url: s
 
 def test_a_postgres_url_without_the_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg_pool", None)
-    with pytest.raises(ConfigError, match=r"pip install 'policyguard-agents\[postgres\]'"):
+    with pytest.raises(ConfigError, match=r"pip install -c constraints.txt -e '\.\[postgres\]'"):
         open_store("postgresql://u@127.0.0.1/db")
 
 
