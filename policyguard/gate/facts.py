@@ -464,7 +464,9 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
         if site.result is None and why is None:
             # The newest read of this record is not answered yet (a sibling of the pending call, run beside it):
             # what it returns will be the record as it was then, so an older read is not the state to judge on.
-            return Missing(f"the newest {tool} read of the {name} has no result yet: wait for it, or call {{read}} again")
+            return Missing(
+                f"the newest {tool} read of the {name} has no result yet: wait for it, or call {{read}} again"
+            )
         if why is None:
             why = problem
     if found_index is None:
