@@ -34,11 +34,14 @@ class Metrics:
         self.store_errors: dict[str, int] = defaultdict(int)
         self.responses: dict[tuple[str, int], int] = defaultdict(int)
         self.executions: dict[str, int] = defaultdict(int)
+        self.shadow_blocks: dict[str, int] = defaultdict(int)  # requirement id -> calls it would have blocked
         self.timeouts = 0
 
     def decision(self, decision: Decision, seconds: float) -> None:
         with self._lock:
             self.decisions[(decision.outcome, decision.stage)] += 1
+            for requirement in decision.shadow_blocked:
+                self.shadow_blocks[requirement] += 1
             self.latency_count += 1
             self.latency_sum += seconds
             for index, bound in enumerate(LATENCY_BUCKETS):
@@ -110,6 +113,12 @@ class Metrics:
             ]
             for reason, count in sorted(self.executions.items()):
                 lines.append(f'policyguard_executions_total{{reason="{_label(reason)}"}} {count}')
+            lines += [
+                "# HELP policyguard_shadow_blocks_total Calls a shadowed requirement would have blocked, let through.",
+                "# TYPE policyguard_shadow_blocks_total counter",
+            ]
+            for requirement, count in sorted(self.shadow_blocks.items()):
+                lines.append(f'policyguard_shadow_blocks_total{{requirement="{_label(requirement)}"}} {count}')
             lines += [
                 "# HELP policyguard_http_responses_total HTTP responses by route and status code.",
                 "# TYPE policyguard_http_responses_total counter",
