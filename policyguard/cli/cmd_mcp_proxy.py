@@ -120,9 +120,10 @@ def run(args: argparse.Namespace) -> int:
         from builtins import BaseExceptionGroup
     else:  # pragma: no cover - anyio brings the backport on 3.10
         from exceptiongroup import BaseExceptionGroup
-    from policyguard.serve.server import from_args
+    from policyguard.serve.server import from_args, with_health
 
     server = from_args(args)
+    http_options = server.uvicorn() if listen else None  # fits the connection bound to ulimit -n, or says why not
     guard = _guard(args)
     settings = mcp_proxy.ProxySettings(
         host_confirms=args.host_confirms,
@@ -139,7 +140,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         anyio.run(
             lambda: mcp_transport.serve(
-                guard, upstream, settings=settings, listen=listen, on_upstream_gone=gone, server_settings=server
+                guard,
+                upstream,
+                settings=settings,
+                listen=listen,
+                on_upstream_gone=gone,
+                http_options=http_options,
+                wrap_app=with_health,
             )
         )
     except BaseExceptionGroup as group:  # task groups wrap what failed; say the first real error in one line
