@@ -76,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="pass this environment variable to the upstream command (repeatable); by default it gets only the "
         "MCP SDK's short safe list (HOME, PATH, ...), never the proxy's model keys",
     )
+    from policyguard.cli.server_flags import add_arguments
+
+    add_arguments(parser)
     parser.add_argument("upstream", nargs=argparse.REMAINDER, help="-- UPSTREAM_CMD ARG... (stdio upstream)")
     parser.set_defaults(func=run)
 
@@ -117,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
         from builtins import BaseExceptionGroup
     else:  # pragma: no cover - anyio brings the backport on 3.10
         from exceptiongroup import BaseExceptionGroup
+    from policyguard.serve.server import from_args, with_health
+
+    server = from_args(args)
+    http_options = server.uvicorn() if listen else None  # fits the connection bound to ulimit -n, or says why not
     guard = _guard(args)
     settings = mcp_proxy.ProxySettings(
         host_confirms=args.host_confirms,
@@ -131,7 +138,17 @@ def run(args: argparse.Namespace) -> int:
         _stop(guard, f"policyguard: mcp-proxy: stopped: {reason}")
 
     try:
-        anyio.run(lambda: mcp_transport.serve(guard, upstream, settings=settings, listen=listen, on_upstream_gone=gone))
+        anyio.run(
+            lambda: mcp_transport.serve(
+                guard,
+                upstream,
+                settings=settings,
+                listen=listen,
+                on_upstream_gone=gone,
+                http_options=http_options,
+                wrap_app=with_health,
+            )
+        )
     except BaseExceptionGroup as group:  # task groups wrap what failed; say the first real error in one line
         raise _first_error(group) from None
     except KeyboardInterrupt:

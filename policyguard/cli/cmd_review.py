@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="mark the session cookie Secure, so a browser sends it over HTTPS only (default: on with "
         "--allow-remote, off otherwise; --no-secure-cookie for a remote console without TLS)",
     )
+    from policyguard.cli.server_flags import add_arguments
+
+    add_arguments(parser)
     parser.set_defaults(func=_handle)
 
 
@@ -72,17 +75,19 @@ def _handle(args: argparse.Namespace) -> int:
         import uvicorn
 
         from policyguard.review.app import create_app
+        from policyguard.serve.server import from_args, with_health
     except ImportError as exc:
         raise ConfigError(f"the review console needs the [review] extra: {install_hint('review')} ({exc})") from exc
     from policyguard.approvals.url import open_approvals
 
+    server = from_args(args)  # before the queue: a bad limit is refused first
     queue = open_approvals(args.store, create=False)  # a mistyped path is an error, not a new empty queue
     secure = args.allow_remote if args.secure_cookie is None else args.secure_cookie
     app = create_app(
         queue, token=token, trace_files=args.trace, decide=_decider(queue, args.events), secure_cookie=secure
     )
     print(f"policyguard review: http://{args.host}:{args.port}/ (queue in {args.store})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(with_health(app), host=args.host, port=args.port, log_level="warning", **server.uvicorn())
     return 0
 
 

@@ -91,26 +91,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "would have; errors, missing evidence and an effect's money rules still block (one worker)",
     )
     parser.add_argument(
-        "--max-body-bytes", type=int, default=4 * 1024 * 1024, help="largest request body (default 4 MiB)"
-    )
-    parser.add_argument(
         "--decision-timeout",
         type=float,
         default=60.0,
         help="seconds a check may take before the answer is 503, do not run the call (default 60)",
     )
     parser.add_argument(
-        "--header-timeout",
-        type=float,
-        default=None,
-        help="seconds a connection may take to send a request's headers before it is closed (default 10)",
-    )
-    parser.add_argument(
-        "--max-connections",
+        "--cel-workers",
         type=int,
         default=None,
-        help="open connections per process (default 256, less if the open-file limit allows no more); at the "
-        "bound the connection waiting longest for its headers is closed, or the new one gets a 503 if all are busy",
+        help="processes that evaluate checks over the in-process budget, each killed past its time (default: "
+        "the core count)",
+    )
+    parser.add_argument(
+        "--cel-queue",
+        type=int,
+        default=None,
+        help="checks that may wait for such a process; one more is blocked at once (default 4 per process)",
     )
     parser.add_argument(
         "--workers",
@@ -133,6 +130,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default="info",
         help="uvicorn log level (default info)",
     )
+    from policyguard.cli.server_flags import add_arguments
+
+    add_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -156,13 +156,14 @@ def run(args: argparse.Namespace) -> int:
 
         from policyguard.serve import ServeConfig, build_service, create_app
         from policyguard.serve.auth import TOKEN_ENV, server_token
-        from policyguard.serve.connections import ACCEPT_BATCH, HEADER_TIMEOUT_S, ConnectionLimits, fit_open_files
+        from policyguard.serve.server import from_args
     except ImportError as exc:
         hint = install_hint("serve")
         raise ConfigError(f"policyguard serve needs the 'serve' extra: {hint} ({exc})") from None
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: not a port number")
     token = server_token(args.host, os.environ.get(TOKEN_ENV) or None)
+    server = from_args(args)
     config = ServeConfig(
         policy=args.policy,
         checklist=args.checklist,
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         grant_ttl_s=args.grant_ttl,
         unknown_tools=args.unknown_tools,
         token=token,
-        max_body_bytes=args.max_body_bytes,
+        max_body_bytes=server.max_body_bytes,
         decision_timeout_s=args.decision_timeout,
         replica=args.replica,
         demo_effects=args.demo_effects,
@@ -188,10 +189,10 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1 and args.store.endswith(":memory:"):
         raise ConfigError("--workers above 1 needs a shared --store (sqlite:///path.db or postgresql://...): "
                           "workers with private memory stores would not share spent nonces or denials")  # fmt: skip
-    header_timeout = HEADER_TIMEOUT_S if args.header_timeout is None else args.header_timeout
-    limits = ConnectionLimits(header_timeout, fit_open_files(args.max_connections))
     if args.shadow and args.workers > 1:
         raise ConfigError("--shadow serves one worker for now: drop --workers or run without --shadow")
+    limits = server.limits()
+    _configure_cel_pool(args.cel_workers, args.cel_queue)
     service = build_service(config)  # also in the parent with --workers: a bad setting fails here, once
     if args.shadow:
         from policyguard.guard.shadow import shadowed_checklist
@@ -208,13 +209,27 @@ def run(args: argparse.Namespace) -> int:
         f"at most {limits.max_connections} connections, headers within {limits.header_timeout_s:g} s)",
         flush=True,
     )
-    settings = {"log_level": args.log_level, "access_log": False, "lifespan": "off", "timeout_graceful_shutdown": 5,
-                "http": limits, "timeout_keep_alive": 5, "backlog": ACCEPT_BATCH}  # fmt: skip
+    settings = {"log_level": args.log_level, "lifespan": "off", "timeout_graceful_shutdown": 5,
+                **server.uvicorn(limits)}  # fmt: skip
     if args.workers > 1:
         return _run_workers(service, config, sock, args.workers, settings)
     uvicorn.Server(uvicorn.Config(create_app(service), **settings)).run(sockets=[sock])  # type: ignore[arg-type]
     sys.stdout.flush()
     return 0
+
+
+def _configure_cel_pool(workers: int | None, queue: int | None) -> None:
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--cel-workers must be at least 1, got {workers}")
+    if queue is not None and queue < 0:
+        raise ConfigError(f"--cel-queue must be 0 or more, got {queue}")
+    from policyguard.gate import celprocess
+
+    if workers is not None:
+        os.environ[celprocess.WORKERS_ENV] = str(workers)  # --workers processes read it too
+    if queue is not None:
+        os.environ[celprocess.QUEUE_ENV] = str(queue)
+    celprocess.configure(workers, queue)
 
 
 def _run_workers(service: Any, config: Any, sock: socket.socket, workers: int, settings: dict[str, Any]) -> int:

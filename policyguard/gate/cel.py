@@ -49,6 +49,7 @@ running ``cel/__init__.py``, which imports the package's command-line REPL
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import importlib.util
 import os
@@ -64,16 +65,19 @@ from typing import Any
 from policyguard.errors import PolicyGuardError
 
 from .celcost import (
+    CONVERT_STEPS,
     DECISION_BUDGET,
     ISOLATED_SECONDS,
     MAX_STEPS,
+    WALK_LIMIT,
     Bound,
     CostParseError,
     Node,
     Summary,
+    TooHeavy,
     estimate,
-    largest_size,
     parse,
+    total_weight,
 )
 
 CHECK_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal", "now"})
@@ -152,14 +156,48 @@ class CelBudgetError(CelEvalError):
 _PATH = re.compile(r"^\s*(args|facts|principal)((?:\s*\.\s*[A-Za-z_]\w*)*)\s*$")
 
 
-class Activation:
-    """Variables converted for CEL once, to evaluate several checks of one call.
+Roots = tuple[frozenset[str] | None, frozenset[str] | None]
+"""The keys of ``args`` and of ``facts`` a check reads; ``None`` when it reads the whole map."""
 
-    Converting nested JSON facts into CEL values is most of an evaluation's
-    cost, so the gate builds one activation per call. It also holds the call's
-    budget (:mod:`policyguard.gate.celcost`): the checks evaluated over it share
-    ``budget`` steps. Not thread-safe: build one per call, never share it
-    between threads.
+WHOLE: Roots = (None, None)
+
+
+class _View:
+    """The part of a call's variables one check reads, with what the engine and the estimate need of it."""
+
+    def __init__(self, variables: dict[str, Any], memo: tuple[dict[int, int], dict[int, Any]]) -> None:
+        self.variables = variables
+        self.context: Any = None
+        self._memo = memo  # the activation's: values two checks read are walked once
+        self._weight: int | None = None
+        self._summary: Summary | None = None
+
+    def weight(self) -> int:
+        """The weight of the view (:func:`~policyguard.gate.celcost.total_weight`); -1 when over WALK_LIMIT."""
+        if self._weight is None:
+            try:
+                self._weight = total_weight(self.variables, self._memo[0], WALK_LIMIT)
+            except TooHeavy:
+                self._weight = -1
+        return self._weight
+
+    def summary(self) -> Summary:
+        if self._summary is None:
+            self._summary = Summary(self.variables, self._memo[1])
+        return self._summary
+
+
+class Activation:
+    """A call's variables, converted for CEL as its checks need them, with the call's budget.
+
+    The engine copies every value it reads and converts every value it is
+    given, so each check is handed only the keys of ``args`` and ``facts`` it
+    reads (its :data:`Roots`): a check of ``facts.reservation`` never pays for
+    a 4 MB search result beside it. Checks that read the same keys share one
+    converted context. The activation also holds the call's budget
+    (:mod:`policyguard.gate.celcost`): the checks evaluated over it share
+    ``budget`` steps, conversions included. Not thread-safe: build one per
+    call, never share it between threads.
     """
 
     def __init__(self, variables: Mapping[str, Any], *, budget: int = DECISION_BUDGET) -> None:
@@ -167,37 +205,45 @@ class Activation:
         self.budget = budget
         self.spent = 0
         self.isolated_left = ISOLATED_SECONDS
-        self._context: Any = None
-        self._summary: Summary | None = None
-        self._largest_size: int | None = None
+        self._views: dict[Roots, _View] = {}
+        self._memo: tuple[dict[int, int], dict[int, Any]] = ({}, {})
+        self._apart_cost = 0
 
-    def _largest(self) -> int:
-        if self._largest_size is None:
-            self._largest_size = largest_size(self.variables)
-        return self._largest_size
+    def view(self, roots: Roots = WHOLE) -> _View:
+        found = self._views.get(roots)
+        if found is None:
+            found = self._views[roots] = _View(_narrow(self.variables, roots), self._memo)
+        return found
 
-    def charge(self, tree: Node, bound: Bound, source: str) -> bool:
+    def charge(self, tree: Node, bound: Bound, source: str, roots: Roots = WHOLE) -> bool:
         """Spend a check's estimated cost: True to evaluate it here, False to evaluate it apart (:meth:`isolated`).
 
         Raises :class:`CelBudgetError` when the estimate is over :data:`~policyguard.gate.celcost.MAX_STEPS`.
         """
-        cost = bound.poly[0] if bound.constant else bound(self._largest())
-        if self.spent + cost > self.budget:  # the cheap bound does not fit: walk the values for the estimate
-            if self._summary is None:
-                self._summary = Summary(self.variables)
-            cost = estimate(tree, self._summary)
+        view = self.view(roots)
+        if view.weight() < 0:  # too large to walk here: apart, where the deadline bounds it
+            self._apart_cost = MAX_STEPS
+            return False
+        convert = 0 if view.context is not None else CONVERT_STEPS * view.weight()
+        cost = convert + (bound.poly[0] if bound.constant else bound(view.weight()))
+        if self.spent + convert > self.budget and cost <= MAX_STEPS:  # apart whatever the estimate: skip its walk
+            self._apart_cost = cost
+            return False
+        if self.spent + cost > min(self.budget, MAX_STEPS):  # the cheap bound does not fit: walk for the estimate
+            cost = convert + estimate(tree, view.summary())
         if cost > MAX_STEPS:
             raise CelBudgetError(
                 f"its cost on this call's values is estimated at {cost:,} steps, over the limit of {MAX_STEPS:,};"
                 f" not evaluated: {_short(source)}"
             )
         if self.spent + cost > self.budget:
+            self._apart_cost = cost
             return False
         self.spent += cost
         return True
 
-    def isolated(self, source: str) -> Any:
-        """Evaluate ``source`` in the worker process, within what is left of the decision's time for that."""
+    def isolated(self, source: str, roots: Roots = WHOLE) -> Any:
+        """Evaluate ``source`` in a worker process, within what is left of the decision's time for that."""
         from . import celprocess
 
         if self.isolated_left <= 0:
@@ -207,26 +253,87 @@ class Activation:
             )
         started = time.perf_counter()
         try:
-            return celprocess.evaluate(source, self.variables, self.isolated_left)
+            return celprocess.evaluate(source, self.view(roots).variables, self.isolated_left, self._apart_cost)
         except celprocess.IsolatedTimeout as exc:
             raise CelBudgetError(
                 f"over the budget of {self.budget:,} steps per decision, so evaluated apart: {exc} (the limit is"
                 f" {ISOLATED_SECONDS:g} s per decision): {_short(source)}"
+            ) from None
+        except celprocess.IsolatedBusy as exc:
+            raise CelBudgetError(
+                f"over the budget of {self.budget:,} steps per decision, and {exc}: {_short(source)}"
             ) from None
         except celprocess.IsolatedError as exc:
             raise CelEvalError(str(exc)) from None
         finally:
             self.isolated_left -= time.perf_counter() - started
 
-    def context(self) -> Any:
-        if self._context is None:
+    def context(self, roots: Roots = WHOLE) -> Any:
+        view = self.view(roots)
+        if view.context is None:
             cel = engine()
             now = self.variables.get("now")
             if isinstance(now, datetime) and now.tzinfo is None:
                 raise CelEvalError("now must be a timezone-aware datetime")
+            view.context = cel.Context(variables=dict(view.variables), functions=_helpers(now))
+        return view.context
 
-            self._context = cel.Context(variables=dict(self.variables), functions=_helpers(self.variables.get("now")))
-        return self._context
+
+def _narrow(variables: Mapping[str, Any], roots: Roots) -> dict[str, Any]:
+    """``variables`` with ``args`` and ``facts`` cut to the keys in ``roots`` (a key the call lacks stays absent)."""
+    narrowed = dict(variables)
+    for name, keys in zip(("args", "facts"), roots, strict=True):
+        value = narrowed.get(name)
+        if keys is not None and isinstance(value, Mapping):
+            narrowed[name] = {key: value[key] for key in keys if key in value}
+    return narrowed
+
+
+def roots_of(tree: Node) -> Roots:
+    """The keys of ``args`` and ``facts`` that ``tree`` reads: ``args.x``, ``has(facts.y)``, ``facts["z"]``.
+
+    Any other use of ``args`` or ``facts`` (``args.size()``, ``facts[k]``) reads the whole map.
+    """
+    keys: dict[str, set[str] | None] = {"args": set(), "facts": set()}
+
+    def walk(node: Node, shadowed: frozenset[str]) -> None:
+        if node.kind in ("macro", "bind"):
+            if node.kind == "macro":
+                target, variable, *bodies = node.children
+            else:
+                variable, target, *bodies = node.children
+            walk(target, shadowed)
+            for body in bodies:
+                walk(body, shadowed | {variable.name})
+            return
+        head = node.children[0] if node.children else None
+        if head is not None and head.kind == "ident" and head.name in keys and head.name not in shadowed:
+            found = keys[head.name]
+            key = node.name if node.kind == "select" else _string(node.children[1]) if node.kind == "index" else None
+            if key is not None:
+                if found is not None:
+                    found.add(key)
+                for child in node.children[1:]:
+                    walk(child, shadowed)
+                return
+        if node.kind == "ident" and node.name in keys and node.name not in shadowed:
+            keys[node.name] = None
+        for child in node.children:
+            walk(child, shadowed)
+
+    walk(tree, frozenset())
+    args, facts = keys["args"], keys["facts"]
+    return (None if args is None else frozenset(args), None if facts is None else frozenset(facts))
+
+
+def _string(node: Node) -> str | None:
+    if node.kind != "lit" or node.name[:1] not in ("'", '"'):
+        return None
+    try:
+        value = ast.literal_eval(node.name)
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -238,6 +345,7 @@ class CheckProgram:
     _facts: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     _path: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     _cost: tuple[Node, Bound] | None = field(default=None, repr=False, compare=False)
+    _roots: Roots = field(default=WHOLE, repr=False, compare=False)
 
     def variables(self) -> set[str]:
         """The top-level variables the expression reads (comprehension variables excluded)."""
@@ -255,13 +363,13 @@ class CheckProgram:
         activation = variables if isinstance(variables, Activation) else Activation(variables)
         if self._path is not None:  # a plain path such as args.order_id: no engine needed
             return self._walk(activation.variables)
-        if self._cost is not None and not activation.charge(*self._cost, self.source):
-            return activation.isolated(self.source)
+        if self._cost is not None and not activation.charge(*self._cost, self.source, self._roots):
+            return activation.isolated(self.source, self._roots)
         return self._execute(activation)
 
     def _execute(self, activation: Activation) -> Any:
         try:
-            return self._program.execute(activation.context())
+            return self._program.execute(activation.context(self._roots))
         except KeyError as exc:
             key = exc.args[0] if exc.args else "?"
             raise CelEvalError(
@@ -313,6 +421,7 @@ def compile_check(expression: str) -> CheckProgram:
         raise CelCompileError(str(exc)) from exc
     path = _plain_path(expression)
     cost = None
+    roots = WHOLE
     if path is None:
         try:
             tree = parse(expression)
@@ -321,7 +430,10 @@ def compile_check(expression: str) -> CheckProgram:
             raise CelCompileError(
                 f"the cost of this expression cannot be estimated, so it cannot be used: {exc}"
             ) from None
-    return CheckProgram(source=expression, _program=program, _facts=_fact_names(expression), _path=path, _cost=cost)
+        roots = roots_of(tree)
+    return CheckProgram(
+        source=expression, _program=program, _facts=_fact_names(expression), _path=path, _cost=cost, _roots=roots
+    )
 
 
 def _fact_names(source: str) -> frozenset[str]:

@@ -13,12 +13,24 @@ per element copied, ``benchmarks/bench_worst_case.py``). Both branches of
 ``&&``, ``||`` and ``?:`` are counted, so the estimate is an upper bound the
 engine's short-circuiting can only beat.
 
-One step is roughly one comprehension iteration of the engine (0.3-0.7 us on
-the machine of the README's figures when the estimate is reached; real checks
-on tau2's data, whose ``exists`` stop early, run far below it). Per decision:
+The engine also copies values: reading a list or map (``facts.searches``, a
+comprehension's ``c.result``) as the target of a macro, an argument of a
+function, an operand of ``==`` or ``in`` copies the whole value, nested items
+included; ``map`` and ``filter`` copy their accumulator and part of the
+activation on every step. So every value read costs its *weight* (the count of
+the items, entries and scalars inside it, strings by 256 characters), not one
+step: ``args.flights.all(f, facts.searches.exists(...))`` is flights x the
+weight of ``facts.searches``. Before that rule a shipped airline check was
+estimated far under the budget and ran 24 s on a request under the body limit.
+
+One step is roughly one comprehension iteration of the engine or one item
+copied (measured 0.1-0.5 us; ``benchmarks/bench_cel_cost.py`` and the property
+test of ``tests/gate/test_cel_cost_model.py`` keep measured time within a stated
+factor of the estimate; real checks on tau2's data, whose ``exists`` stop early,
+run far below it). Per decision:
 
 * checks evaluate in this process while their estimates add up to at most
-  :data:`DECISION_BUDGET` steps (at most ~0.7 s of engine time);
+  :data:`DECISION_BUDGET` steps (at most ~50 ms of engine time);
 * a check past that, up to :data:`MAX_STEPS`, runs in a separate process
   (:mod:`policyguard.gate.celprocess`) given :data:`ISOLATED_SECONDS` per decision
   and killed past them, so it cannot hold this process's interpreter lock;
@@ -34,9 +46,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-DECISION_BUDGET = 1_000_000
+DECISION_BUDGET = 100_000
+CONVERT_STEPS = 4  # steps per unit of weight to convert a value into the engine (measured 1-2 us per unit)
 MAX_STEPS = 500_000_000
 ISOLATED_SECONDS = 1.0
+WALK_LIMIT = 100_000  # items: values larger are sent apart without an estimate (its walk would take ~0.2 s)
 MACROS: frozenset[str] = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _ACCUMULATES: frozenset[str] = frozenset({"map", "filter"})
 _SCANS_TARGET: frozenset[str] = frozenset({"contains", "startsWith", "endsWith", "matches"})
@@ -207,15 +221,18 @@ class Shape:
 
     ``size`` bounds its length (a list's items, a map's entries; a string
     counts one per 256 characters, as the engine compares and scans strings
-    far faster than it steps); ``items`` is the shape of what a comprehension
+    far faster than it steps); ``weight`` bounds what the engine copies when
+    it reads the value (its items, entries and scalars, nested ones included);
+    ``items`` is the shape of what a comprehension
     over it binds (list items, map keys), ``values`` of what an index reads
     (list items, map values), ``fields`` of each key read with ``.name``.
     """
 
-    __slots__ = ("size", "items", "values", "fields")
+    __slots__ = ("size", "weight", "items", "values", "fields")
 
-    def __init__(self, size: int = 0) -> None:
+    def __init__(self, size: int = 0, weight: int | None = None) -> None:
         self.size = size
+        self.weight = size if weight is None else weight
         self.items: Shape | None = None
         self.values: Shape | None = None
         self.fields: dict[str, Shape] | None = None
@@ -227,31 +244,36 @@ SCALAR = Shape()
 class Summary:
     """The shapes of one call's variables, built once per decision (linear in the input)."""
 
-    def __init__(self, variables: Mapping[str, Any]) -> None:
-        self.largest = 0
+    def __init__(self, variables: Mapping[str, Any], memo: dict[int, Shape] | None = None) -> None:
+        self._memo = {} if memo is None else memo  # by id: a value read twice (or shared) is walked once
         self.variables = {name: self._shape(value) for name, value in variables.items()}
-        self.everything = Shape(self.largest)  # the shape of a value the estimate cannot follow
+        self.total = sum(1 + shape.weight for shape in self.variables.values())
+        self.largest = self.total  # the G of Bound: no length or weight of the input is larger
+        self.everything = Shape(self.total)  # the shape of a value the estimate cannot follow
         self.everything.items = self.everything.values = self.everything
 
     def _shape(self, value: Any) -> Shape:
         if isinstance(value, str | bytes):
-            if len(value) < 256:
-                return SCALAR
-            self.largest = max(self.largest, len(value) >> 8)
-            return Shape(len(value) >> 8)
+            return SCALAR if len(value) < 256 else Shape(len(value) >> 8)
+        if not isinstance(value, dict | list | tuple):
+            return SCALAR
+        found = self._memo.get(id(value))
+        if found is None:
+            found = self._memo[id(value)] = self._container(value)
+        return found
+
+    def _container(self, value: Any) -> Shape:
         if isinstance(value, dict):
             shape = Shape(len(value))
             keys = max(map(len, value), default=0) >> 8
             shape.items = Shape(keys) if keys else SCALAR
-            self.largest = max(self.largest, keys)
             shape.fields = {key: self._shape(child) for key, child in value.items()}
             shape.values = _merge(list(shape.fields.values()))
+            shape.weight = 1 + sum(2 + (len(key) >> 8) + child.weight for key, child in shape.fields.items())
         elif isinstance(value, list | tuple):
-            shape = Shape(len(value))
-            shape.items = shape.values = _merge([self._shape(child) for child in value])
-        else:
-            return SCALAR
-        self.largest = max(self.largest, shape.size)
+            children = [self._shape(child) for child in value]
+            shape = Shape(len(value), 1 + len(children) + sum(child.weight for child in children))
+            shape.items = shape.values = _merge(children)
         return shape
 
 
@@ -262,7 +284,7 @@ def _merge(shapes: list[Shape]) -> Shape:
         return SCALAR
     if len(distinct) == 1:
         return distinct[0]
-    merged = Shape(max(s.size for s in distinct))
+    merged = Shape(max(s.size for s in distinct), max(s.weight for s in distinct))
     parts = [s.items for s in distinct if s.items is not None]
     if parts:
         merged.items = _merge(parts)
@@ -278,23 +300,38 @@ def _merge(shapes: list[Shape]) -> Shape:
     return merged
 
 
-def largest_size(variables: Mapping[str, Any]) -> int:
-    """The G of :class:`Bound`: the length of the longest list or map in ``variables`` (strings by 256)."""
-    largest = 0
-    stack: list[Any] = list(variables.values())
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            largest = max(largest, len(value))
-            stack.extend(value.values())
-            if any(len(key) >= 256 for key in value):
-                largest = max(largest, *(len(key) >> 8 for key in value))
-        elif isinstance(value, list | tuple):
-            largest = max(largest, len(value))
-            stack.extend(value)
-        elif isinstance(value, str | bytes):
-            largest = max(largest, len(value) >> 8)
-    return largest
+class TooHeavy(Exception):
+    """:func:`total_weight` stopped: the values have more than its ``limit`` items."""
+
+
+def total_weight(variables: Mapping[str, Any], memo: dict[int, int] | None = None, limit: int | None = None) -> int:
+    """The G of :class:`Bound`: the weight of all of ``variables`` (:attr:`Summary.total`, without the shapes).
+
+    Raises :class:`TooHeavy` once more than ``limit`` items were walked: the walk is Python, and past a few
+    hundred thousand items its own time matters; the caller then knows enough (far over the budget).
+    """
+    memo = {} if memo is None else memo  # by id: a value read twice (or shared) is walked once
+    walked = 0
+
+    def weigh(value: Any) -> int:
+        nonlocal walked
+        if isinstance(value, str | bytes):
+            return len(value) >> 8
+        if not isinstance(value, dict | list | tuple):
+            return 0
+        found = memo.get(id(value))
+        if found is None:
+            walked += len(value)
+            if limit is not None and walked > limit:
+                raise TooHeavy
+            if isinstance(value, dict):
+                found = 1 + sum(2 + (len(key) >> 8) + weigh(child) for key, child in value.items())
+            else:
+                found = 1 + sum(1 + weigh(child) for child in value)
+            memo[id(value)] = found
+        return found
+
+    return sum(1 + weigh(value) for value in variables.values())
 
 
 _S = TypeVar("_S")
@@ -322,6 +359,7 @@ def estimate(tree: Node, summary: Summary) -> int:
 class _Estimate:
     def __init__(self, summary: Summary) -> None:
         self.everything = summary.everything
+        self.total = summary.total
         self.scopes = dict(summary.variables)
 
     def cost(self, node: Node) -> tuple[int, Shape]:
@@ -330,7 +368,8 @@ class _Estimate:
         if kind == "lit":
             return 1, SCALAR
         if kind == "ident":
-            return 1, self.scopes.get(node.name, self.everything)
+            shape = self.scopes.get(node.name, self.everything)
+            return 1 + shape.weight, shape
         if kind == "macro":
             return self.macro(node)
         if kind == "bind":
@@ -345,33 +384,34 @@ class _Estimate:
             return steps, SCALAR
         if kind == "select":  # a field the input never has is SCALAR: the engine stops there with an error
             fields = shapes[0].fields
-            return steps, self.everything if fields is None else fields.get(node.name, SCALAR)
+            shape = self.everything if fields is None else fields.get(node.name, SCALAR)
+            return steps + shape.weight, shape
         if kind == "index":
-            return steps, shapes[0].values or SCALAR
+            shape = shapes[0].values or SCALAR
+            return steps + shape.weight, shape
         if kind in ("list", "map"):
-            shape = Shape(len(shapes) // (2 if kind == "map" else 1))
+            shape = Shape(len(shapes) // (2 if kind == "map" else 1), 1 + len(shapes) + sum(s.weight for s in shapes))
             shape.items = shape.values = self.join(shapes[:: 2 if kind == "map" else 1])
             return steps, shape
         if kind == "binary":
             left, right = shapes
             if node.name == "in":
-                return steps + right.size, SCALAR
+                return steps + right.weight, SCALAR
             if node.name in ("==", "!="):
-                return steps + min(left.size, right.size), SCALAR
+                return steps + min(left.weight, right.weight), SCALAR
             if node.name == "+":
-                shape = Shape(left.size + right.size)
+                shape = Shape(left.size + right.size, left.weight + right.weight)
                 shape.items = shape.values = self.join([left.items or SCALAR, right.items or SCALAR])
-                return steps + shape.size, shape
+                return steps + shape.weight, shape
             return steps, SCALAR
         if kind == "cond":
             return steps, self.join(shapes[1:])
         if kind == "call":  # a function reads each argument once; a string search, the target per pattern
             sizes = [s.size for s in shapes]
-            if node.name == "size":
-                return steps, SCALAR
             if node.name in _SCANS_TARGET:
                 return steps + sizes[0] * max(1, *sizes[1:]), SCALAR
-            return steps + sum(sizes), self.everything if node.name == "dyn" else SCALAR
+            steps += sum(s.weight for s in shapes)
+            return steps, self.everything if node.name == "dyn" else SCALAR
         raise AssertionError(f"unknown node kind {kind!r}")
 
     def macro(self, node: Node) -> tuple[int, Shape]:
@@ -388,12 +428,12 @@ class _Estimate:
         steps += 1 + n * per_element
         if node.name not in _ACCUMULATES:
             return steps, SCALAR
-        out = Shape(n)
+        out = Shape(n, shape.weight if node.name == "filter" else 1 + n * (1 + result.weight))
         if node.name == "filter":
             out.items, out.values, out.fields = shape.items, shape.values, shape.fields
         else:
             out.items = out.values = result
-        return steps + n * n, out
+        return steps + n * (out.weight + self.total), out  # each step copies the accumulator and the activation
 
     def scoped(self, body: Node, name: str, shape: Shape) -> tuple[int, Shape]:
         return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
@@ -405,7 +445,7 @@ class _Estimate:
             return SCALAR
         if len(distinct) == 1:
             return next(iter(distinct.values()))
-        shape = Shape(sum(s.size for s in distinct.values()))
+        shape = Shape(sum(s.size for s in distinct.values()), sum(s.weight for s in distinct.values()))
         shape.items = shape.values = self.everything
         return shape
 
@@ -414,7 +454,7 @@ Poly = tuple[int, ...]  # coefficients of a polynomial in G, lowest power first
 
 
 class Bound:
-    """A check's cost as a polynomial in G, the length of the largest list, map or string of the input.
+    """A check's cost as a polynomial in G, the weight of the whole input (no length or weight in it is larger).
 
     Built once per check from the same rules as :func:`estimate`, with every
     input value as long as the largest: ``bound(G)`` is cheap (no walk of the
@@ -464,10 +504,11 @@ _G: Poly = (0, 1)
 
 
 class _StaticShape:
-    __slots__ = ("size", "items")
+    __slots__ = ("size", "weight", "items")
 
-    def __init__(self, size: Poly, items: _StaticShape | None = None) -> None:
+    def __init__(self, size: Poly, items: _StaticShape | None = None, weight: Poly | None = None) -> None:
         self.size = size
+        self.weight = size if weight is None else weight
         self.items = items
 
 
@@ -487,7 +528,8 @@ class _Static:
         if kind == "lit":
             return _ONE, _STATIC_SCALAR
         if kind == "ident":
-            return _ONE, self.scopes.get(node.name, _ANY)
+            shape = self.scopes.get(node.name, _ANY)
+            return _add(_ONE, shape.weight), shape
         if kind == "macro":
             return self.macro(node)
         if kind == "bind":
@@ -501,29 +543,29 @@ class _Static:
         if kind in ("has", "unary"):
             return steps, _STATIC_SCALAR
         if kind in ("select", "index"):
-            return steps, _ANY
+            return _add(steps, _G), _ANY
         if kind in ("list", "map"):
             count = len(shapes) // (2 if kind == "map" else 1)
-            return steps, _StaticShape((count,), self.join(shapes[:: 2 if kind == "map" else 1]))
+            weight = _add((1 + len(shapes),), *(s.weight for s in shapes))
+            return steps, _StaticShape((count,), self.join(shapes[:: 2 if kind == "map" else 1]), weight)
         if kind == "binary":
             left, right = shapes
             if node.name == "in":
-                return _add(steps, right.size), _STATIC_SCALAR
+                return _add(steps, right.weight), _STATIC_SCALAR
             if node.name in ("==", "!="):
-                return _add(steps, _lower(left.size, right.size)), _STATIC_SCALAR
+                return _add(steps, _lower(left.weight, right.weight)), _STATIC_SCALAR
             if node.name == "+":
-                size = _add(left.size, right.size)
-                return _add(steps, size), _StaticShape(size, self.join([left.items or _ANY, right.items or _ANY]))
+                size, weight = _add(left.size, right.size), _add(left.weight, right.weight)
+                items = self.join([left.items or _ANY, right.items or _ANY])
+                return _add(steps, weight), _StaticShape(size, items, weight)
             return steps, _STATIC_SCALAR
         if kind == "cond":
             return steps, self.join(shapes[1:])
         if kind == "call":
-            if node.name == "size":
-                return steps, _STATIC_SCALAR
             if node.name in _SCANS_TARGET:
                 pattern = _add(*(s.size for s in shapes[1:])) if len(shapes) > 1 else _ONE
                 return _add(steps, _mul(shapes[0].size, _add(_ONE, pattern))), _STATIC_SCALAR
-            return _add(steps, *(s.size for s in shapes)), _ANY if node.name == "dyn" else _STATIC_SCALAR
+            return _add(steps, *(s.weight for s in shapes)), _ANY if node.name == "dyn" else _STATIC_SCALAR
         raise AssertionError(f"unknown node kind {kind!r}")
 
     def macro(self, node: Node) -> tuple[Poly, _StaticShape]:
@@ -539,7 +581,11 @@ class _Static:
         steps = _add(steps, _ONE, _mul(n, per_element))
         if node.name not in _ACCUMULATES:
             return steps, _STATIC_SCALAR
-        return _add(steps, _mul(n, n)), _StaticShape(n, element if node.name == "filter" else result)
+        if node.name == "filter":
+            out = _StaticShape(n, element, shape.weight)
+        else:
+            out = _StaticShape(n, result, _add(_ONE, _mul(n, _add(_ONE, result.weight))))
+        return _add(steps, _mul(n, _add(out.weight, _G))), out
 
     def scoped(self, body: Node, name: str, shape: _StaticShape) -> tuple[Poly, _StaticShape]:
         return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
@@ -548,4 +594,5 @@ class _Static:
         distinct = {id(s): s for s in shapes if s is not _STATIC_SCALAR}
         if len(distinct) <= 1:
             return next(iter(distinct.values()), _STATIC_SCALAR)
-        return _StaticShape(_add(*(s.size for s in distinct.values())), _ANY)
+        parts = distinct.values()
+        return _StaticShape(_add(*(s.size for s in parts)), _ANY, _add(*(s.weight for s in parts)))

@@ -204,6 +204,8 @@ async def serve(
     listen: tuple[str, int] | None = None,
     announce: Callable[[str], None] = lambda line: print(f"policyguard: mcp-proxy: {line}", file=sys.stderr),
     on_upstream_gone: Callable[[str], None] | None = None,
+    http_options: dict[str, Any] | None = None,
+    wrap_app: Callable[[Any], Any] | None = None,
 ) -> None:
     """Serve the guarded upstream over stdio (``listen=None``) or streamable HTTP until the client leaves.
 
@@ -211,7 +213,8 @@ async def serve(
     called with the reason, from inside the event loop; without it, serving stops and :class:`ProxyStopped`
     is raised. A stdio client's read of stdin cannot be interrupted, so the CLI passes a callback that
     ends the process. Raises :class:`~policyguard.errors.ConfigError` when the upstream cannot be started
-    or reached.
+    or reached. ``http_options`` are the listener's ``uvicorn.Config``
+    limits and ``wrap_app`` wraps its app (the CLI passes the shared server configuration's and its health route).
     """
     holder: list[GuardedUpstream] = []
 
@@ -245,7 +248,7 @@ async def serve(
                 announce(f"guarding {name!r} ({len(proxy.tools)} tools) on stdio")
                 await _serve_stdio(server, options)
             else:
-                await _serve_http(server, listen, announce, stop_http, name)
+                await _serve_http(server, listen, announce, stop_http, name, http_options or {}, wrap_app)
             tasks.cancel_scope.cancel()
     if stopped:
         raise ProxyStopped(stopped[0])
@@ -284,6 +287,8 @@ async def _serve_http(
     announce: Callable[[str], None],
     stop: list[Callable[[], None]],
     name: str,
+    options: dict[str, Any],
+    wrap_app: Callable[[Any], Any] | None,
 ) -> None:
     import socket
 
@@ -291,16 +296,18 @@ async def _serve_http(
 
     host, port = listen
     app = server.streamable_http_app(host=host, transport_security=rebinding_protection(host))
+    if wrap_app is not None:
+        app = wrap_app(app)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(128)
+        sock.listen(2048)
     except OSError as exc:
         sock.close()
         raise ConfigError(f"--listen {host}:{port}: cannot listen there: {exc.strerror or exc}") from None
-    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **options))
     stop.append(lambda: setattr(http, "should_exit", True))
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

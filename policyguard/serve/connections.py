@@ -11,7 +11,10 @@ starts only after a response. So every connection of :class:`ConnectionLimits`:
 * counts against ``max_connections``. At the bound a new connection closes the one that has waited
   longest for headers (half-open, or idle between requests, as nginx reuses idle keep-alive
   connections), so no number of half-open connections keeps a health probe out; when every
-  connection is busy with a request, the new one is answered 503 and closed.
+  connection is busy with a request, the new one is answered 503 and closed;
+* must send a request's body within ``body_timeout_s`` of its headers (a slow body is closed), and
+  no more than ``max_body_bytes`` of it (past that, with room for framing, the answer is 413 and close;
+  an app with its own body limit answers first).
 
 The bound must fit the process's open-file limit, or ``accept`` fails before it is reached:
 :func:`fit_open_files` raises the soft limit when it can and otherwise lowers the default bound
@@ -38,13 +41,22 @@ ACCEPT_BATCH = 128  # uvicorn's backlog: also the sockets asyncio accepts in one
 class ConnectionLimits:
     """uvicorn's ``http=`` protocol factory: h11 with a header timeout and a connection bound."""
 
-    def __init__(self, header_timeout_s: float = HEADER_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
+        *,
+        body_timeout_s: float | None = None,
+        max_body_bytes: int | None = None,
+    ) -> None:
         if not header_timeout_s > 0:
             raise ConfigError(f"--header-timeout must be a positive number of seconds, got {header_timeout_s}")
         if max_connections < 1:
             raise ConfigError(f"--max-connections must be at least 1, got {max_connections}")
         self.header_timeout_s = header_timeout_s
         self.max_connections = max_connections
+        self.body_timeout_s = body_timeout_s
+        self.max_body_bytes = max_body_bytes
         self.open: set[_BoundedH11] = set()
         self.waiting: dict[_BoundedH11, None] = {}  # awaiting a request's headers, longest first
 
@@ -56,12 +68,22 @@ class ConnectionLimits:
         head = f"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
         return f"{head}connection: close\r\nretry-after: 1\r\n\r\n{body}".encode("ascii")
 
+    def too_large_response(self) -> bytes:
+        body = json.dumps({"error": f"the request body is over {self.max_body_bytes} bytes"})
+        head = f"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        return f"{head}connection: close\r\n\r\n{body}".encode("ascii")
+
+
+FRAMING_BYTES = 64 * 1024  # headers and chunk framing counted with the body; the app's own limit answers first
+
 
 class _BoundedH11(H11Protocol):
     def __init__(self, limits: ConnectionLimits, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.limits = limits
         self.header_timer: asyncio.TimerHandle | None = None
+        self.body_timer: asyncio.TimerHandle | None = None
+        self.body_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -76,6 +98,12 @@ class _BoundedH11(H11Protocol):
         self._follow()
 
     def data_received(self, data: bytes) -> None:
+        limit = self.limits.max_body_bytes
+        if limit is not None and self.conn.their_state is not h11.IDLE:
+            self.body_bytes += len(data)
+            if self.body_bytes > limit + FRAMING_BYTES:
+                self._refuse(self.limits.too_large_response())
+                return
         super().data_received(data)
         self._follow()
 
@@ -92,6 +120,7 @@ class _BoundedH11(H11Protocol):
         if self.transport.is_closing():
             self._forget()
         elif self.conn.their_state is h11.IDLE:
+            self.body_bytes = 0
             if self.header_timer is None:
                 self.limits.waiting[self] = None
                 self.header_timer = self.loop.call_later(self.limits.header_timeout_s, self.drop)
@@ -100,16 +129,29 @@ class _BoundedH11(H11Protocol):
             if self.header_timer is not None:
                 self.header_timer.cancel()
                 self.header_timer = None
+            if self.conn.their_state is h11.SEND_BODY:
+                if self.body_timer is None and self.limits.body_timeout_s is not None:
+                    self.body_timer = self.loop.call_later(self.limits.body_timeout_s, self.drop)
+            elif self.body_timer is not None:
+                self.body_timer.cancel()
+                self.body_timer = None
 
     def _forget(self) -> None:
         self.limits.waiting.pop(self, None)
         self.limits.open.discard(self)
-        if self.header_timer is not None:
-            self.header_timer.cancel()
-            self.header_timer = None
+        for timer in (self.header_timer, self.body_timer):
+            if timer is not None:
+                timer.cancel()
+        self.header_timer = self.body_timer = None
+
+    def _refuse(self, response: bytes) -> None:
+        self._forget()
+        if not self.transport.is_closing():
+            self.transport.write(response)
+            self.transport.close()
 
     def drop(self) -> None:
-        """Close a connection that is waiting for headers: they took too long, or a newer connection needs its slot."""
+        """Close a connection waiting for headers or a body: too slow, or a newer connection needs its slot."""
         self._forget()
         if not self.transport.is_closing():  # closing already (the keep-alive timeout, the client left): let it
             self.transport.abort()  # nothing to flush; the file is released now, not after a lingering close

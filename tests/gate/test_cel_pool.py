@@ -1,0 +1,93 @@
+"""The isolated tier is a pool: a full queue is refused at once, a deadline covers the wait, floods spare cheap checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from policyguard.gate import celprocess
+from policyguard.gate.celprocess import LARGE_STEPS, IsolatedBusy, IsolatedTimeout
+
+HOSTILE = "args.a.all(x, !(x in args.b))"  # ~36M steps over these lists: seconds of engine time
+IDS = [str(k) for k in range(6_000)]
+HOSTILE_ARGS = {"args": {"a": IDS, "b": [f"other-{i}" for i in IDS]}}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pool() -> Iterator[None]:
+    yield
+    celprocess.configure()  # back to the defaults; stops this test's workers
+
+
+def _flood(count: int, seconds: float) -> list[threading.Thread]:
+    def one() -> None:
+        try:
+            celprocess.evaluate(HOSTILE, HOSTILE_ARGS, seconds, cost=LARGE_STEPS * 100)
+        except (IsolatedTimeout, IsolatedBusy):
+            pass
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _warm() -> None:
+    assert celprocess.evaluate("1 + 1 == 2", {}, 60.0) is True  # cold starts are not what these tests time
+
+
+def test_a_full_queue_is_refused_at_once() -> None:
+    celprocess.configure(workers=1, queue=0)
+    _warm()
+    threads = _flood(1, 3.0)
+    time.sleep(0.3)
+    started = time.monotonic()
+    with pytest.raises(IsolatedBusy, match="busy; refused at once"):
+        celprocess.evaluate("true", {}, 5.0)
+    assert time.monotonic() - started < 0.5
+    for thread in threads:
+        thread.join(10)
+
+
+def test_the_deadline_covers_the_wait_for_a_worker() -> None:
+    celprocess.configure(workers=1, queue=4)
+    _warm()
+    threads = _flood(1, 3.0)
+    time.sleep(0.3)
+    started = time.monotonic()
+    with pytest.raises(IsolatedTimeout):
+        celprocess.evaluate("true", {}, 0.3)
+    assert time.monotonic() - started < 1.5  # not the 3 s the busy worker holds on
+    for thread in threads:
+        thread.join(10)
+
+
+def test_an_over_budget_check_is_killed_after_its_time_and_its_slot_restarted() -> None:
+    celprocess.configure(workers=1, queue=4)
+    _warm()
+    started = time.monotonic()
+    with pytest.raises(IsolatedTimeout, match="stopped"):
+        celprocess.evaluate(HOSTILE, HOSTILE_ARGS, 0.5, cost=LARGE_STEPS * 100)
+    assert time.monotonic() - started < 3
+    assert celprocess.evaluate("args.x + 1", {"args": {"x": 1}}, 60.0) == 2  # the slot works again
+
+
+def test_a_cheap_check_is_answered_while_over_budget_checks_flood_the_pool() -> None:
+    """8 concurrent over-budget checks on 2 workers: the cheap one still gets the worker they may not all take."""
+    celprocess.configure(workers=2, queue=16)
+    _warm()
+    _warm()
+    threads = _flood(8, 1.5)
+    time.sleep(0.3)
+    answers: list[Any] = []
+    started = time.monotonic()
+    for _ in range(5):
+        answers.append(celprocess.evaluate("args.x * 2", {"args": {"x": 21}}, 1.0))
+    assert answers == [42] * 5
+    assert time.monotonic() - started < 2.5  # each waits at most for a restart, never behind the flood
+    for thread in threads:
+        thread.join(30)
