@@ -4,7 +4,7 @@ A host that has the agent's tools passes a :class:`Fetcher` to
 :meth:`~policyguard.guard.core.Guard.check` (``fetch=``). When the gate blocks a
 write only for evidence the dialogue lacks (:func:`policyguard.gate.fetch.reads_to_fetch`
 says which reads could cure it), the guard calls those read tools itself and
-judges again on the dialogue plus their results. Rules (issue 33):
+judges again on the dialogue plus their results. The rules:
 
 * only tools the checklist declares ``mutating: false``; the checklist's
   ``fetch:`` only on such tools (refused at load);
