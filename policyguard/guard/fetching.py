@@ -41,6 +41,7 @@ from policyguard.stages import CheckContext
 from policyguard.trajectory.messages import ToolCall, ToolResult, ToolResultsView, Trajectory
 
 if TYPE_CHECKING:  # pragma: no cover
+    from policyguard.checklist.schema import Checklist
     from policyguard.stages import Gate
 
     from .settings import GuardSettings
@@ -89,6 +90,21 @@ class ToolTable:
         if isinstance(value, Answer):
             return value
         return Answer(value if isinstance(value, str) else json.dumps(value, default=str))
+
+    @property
+    def names(self) -> list[str]:
+        """The tools in the table."""
+        return sorted(self._tools)
+
+
+def read_tools(checklist: Checklist, tools: Mapping[str, Callable[..., Any]]) -> ToolTable | None:
+    """The host's tools the guard may call itself: those the checklist declares ``mutating: false``.
+
+    An unknown tool counts as mutating and stays out; None when no tool is left
+    (the host then keeps today's "read first" remediation).
+    """
+    reads = {name: fn for name, fn in tools.items() if not checklist.is_mutating(name)}
+    return ToolTable(reads) if reads else None
 
 
 @dataclass(frozen=True)
