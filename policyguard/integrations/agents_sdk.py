@@ -104,13 +104,12 @@ from agents import (
     ToolOutputGuardrail,
     ToolOutputGuardrailData,
 )
-
 from agents.tool_context import ToolContext
 
 from policyguard.decision import Decision
 from policyguard.errors import ConfigError, FormatError
-from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
 from policyguard.gate.facts import FETCH_ID_PREFIX
+from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
 from policyguard.guard.calls import plain_name
 from policyguard.guard.fetching import Answer
 from policyguard.trajectory.formats import to_trajectory

@@ -115,9 +115,7 @@ try:
     from langgraph.managed.is_last_step import RemainingStepsManager
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        f"policyguard.integrations.langchain needs LangChain >= 1: {install_hint('langchain')}"
-    ) from exc
+    raise ImportError(f"policyguard.integrations.langchain needs LangChain >= 1: {install_hint('langchain')}") from exc
 
 from policyguard.decision import Decision
 from policyguard.errors import FormatError

@@ -146,8 +146,10 @@ def test_the_mcp_proxy_hands_the_upstreams_read_tools_to_the_guard(answer: Any, 
 
     guard, upstream = shop.guard(), Upstream(answer)
     proxied = GuardedUpstream(guard, upstream)  # type: ignore[arg-type]  # duck-typed upstream
-    proxied.tools = {n: types.Tool(name=n, input_schema={"type": "object"}) for n in ("get_user", "get_order",
-                                                                                      "cancel_order", "other")}
+    proxied.tools = {
+        n: types.Tool(name=n, input_schema={"type": "object"})
+        for n in ("get_user", "get_order", "cancel_order", "other")
+    }
 
     async def judge() -> str:
         fetch = proxied._fetch()
