@@ -107,6 +107,26 @@ def read_tools(checklist: Checklist, tools: Mapping[str, Callable[..., Any]]) ->
     return ToolTable(reads) if reads else None
 
 
+class ReadsWanted:
+    """A :class:`Fetcher` that reads nothing: it notes the reads the guard would make (``serve``'s ``needs_reads``).
+
+    For a host that cannot hand the guard its tools in process: the guard stops
+    before the first read, the block stands as it is, and :attr:`reads` says
+    which reads (tool, arguments) would have been made first. The host makes
+    them and asks again with their results in its dialogue; a read that needs
+    the result of another (the products of an order's items) is named on the
+    next round. Nothing is recorded or traced for reads that were not made.
+    """
+
+    plans_only = True
+
+    def __init__(self) -> None:
+        self.reads: list[ReadCall] = []
+
+    def __call__(self, tool: str, arguments: dict[str, Any]) -> Answer:
+        raise LookupError("this fetcher only notes the reads the guard wants")
+
+
 @dataclass(frozen=True)
 class FetchedRead:
     """One read the guard made: what it called, when, and the digest of what came back (or why nothing did)."""
@@ -184,6 +204,9 @@ def judge_with_fetches(
         reads = reads_to_fetch(checklist, call, fetched_view, current, principal, tried)
         if not reads:
             break
+        if isinstance(fetcher, ReadsWanted):
+            fetcher.reads.extend(reads[:max_fetches])
+            return decision, []
         for read in reads[: max_fetches - len(made)]:
             tried.add(read.label)
             result = run_read(fetcher, read, timeout_s)
