@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from policyguard.checklist.schema import Checklist
 from policyguard.guard.fetching import Answer
 
-Read = Callable[[str, dict[str, Any]], Awaitable[Answer]]
+Read = Callable[[str, dict[str, Any]], Coroutine[Any, Any, Answer]]
 
 
 def as_answer(value: Any, *, is_error: bool = False) -> Answer:
