@@ -25,6 +25,9 @@ Errors (``checklist validate`` exits 1):
   character (no agent calls ``"refund "``); a read-only tool (``mutating:
   false``) has no requirements, since the guard never runs them;
 * every ``check`` and fact ``match`` compiles and reads only known variables;
+* every fact ``fetch`` (the reads the guard may make itself) compiles, reads only
+  args, facts and principal, names declared facts, reads a tool that does not
+  write, and keys its literal maps by that tool's parameters;
   every ``facts.X`` is declared under ``facts:``; prerequisites are read-only;
 * every ``source`` quote occurs in the policy text (after normalizing
   whitespace, markdown emphasis and typographic quotes; ``...`` separates
@@ -66,6 +69,7 @@ _ARG_DOT = re.compile(r"(?<![\w.])args\s*\.\s*([A-Za-z_]\w*)")
 _ARG_INDEX = re.compile(r"(?<![\w.])args\s*\[\s*(?:\"([^\"]+)\"|'([^']+)')\s*\]")
 _HAS_ARG = re.compile(r"\bhas\s*\(\s*args\s*\.\s*([A-Za-z_]\w*)\s*\)")
 _MATCH_VARIABLES = frozenset({"args", "facts", "principal"})
+_MAP_KEY = re.compile(r"""[{,]\s*["']([A-Za-z_][A-Za-z0-9_]*)["']\s*:""")  # a literal map key in a fetch
 
 
 class Problem(BaseModel):
@@ -527,6 +531,33 @@ class _Semantics:
                     self.out.add(path, f"fact {name!r} is not declared under facts:")
                 if fact in program.fact_names():
                     self.out.add(path, f"fact {fact!r} matches on itself")
+            if getattr(source, "fetch", None) is not None:
+                self.fetch(base, fact, source, params)
+
+    def fetch(self, base: PathKey, fact: str, source: Any, params: frozenset[str] | None) -> None:
+        """A fact's ``fetch:`` (the reads the guard may make itself): compiles, reads args, facts and principal,
+        names declared facts other than its own, reads a tool that does not write, and builds maps whose keys
+        (when written as literals) are parameters of that tool."""
+        from policyguard.gate.cel import HELPER_FUNCTIONS, CelError, compile_check
+
+        path: PathKey = (*base, "fetch")
+        if self.known is not None and source.tool in self.known and self.known[source.tool].mutating is True:
+            self.out.add(path, f"fetch reads {source.tool!r}, which writes state; the guard only calls read tools")
+        try:
+            program = compile_check(source.fetch)
+        except CelError as exc:
+            self.out.add(path, f"does not compile: {_one_line(exc)}")
+            return
+        unknown = program.variables() - _MATCH_VARIABLES - HELPER_FUNCTIONS
+        if unknown:
+            self.out.add(path, f"unknown variable(s) {sorted(unknown)}; a fetch reads args, facts and principal")
+        for name in sorted(program.fact_names() - set(self.checklist.facts)):
+            self.out.add(path, f"fact {name!r} is not declared under facts:")
+        if fact in program.fact_names():
+            self.out.add(path, f"fact {fact!r} fetches by itself")
+        if params is not None:
+            for key in sorted(set(_MAP_KEY.findall(source.fetch)) - set(params)):
+                self.out.add(path, f"{source.tool!r} has no parameter {key!r} to fetch the {fact} by")
 
     def fact_closure(self, names: set[str]) -> set[str]:
         seen: set[str] = set()

@@ -41,6 +41,7 @@ from policyguard.stages import CheckContext
 from policyguard.trajectory.messages import ToolCall, ToolResult, ToolResultsView, Trajectory
 
 if TYPE_CHECKING:  # pragma: no cover
+    from policyguard.checklist.schema import Checklist
     from policyguard.stages import Gate
 
     from .settings import GuardSettings
@@ -89,6 +90,41 @@ class ToolTable:
         if isinstance(value, Answer):
             return value
         return Answer(value if isinstance(value, str) else json.dumps(value, default=str))
+
+    @property
+    def names(self) -> list[str]:
+        """The tools in the table."""
+        return sorted(self._tools)
+
+
+def read_tools(checklist: Checklist, tools: Mapping[str, Callable[..., Any]]) -> ToolTable | None:
+    """The host's tools the guard may call itself: those the checklist declares ``mutating: false``.
+
+    An unknown tool counts as mutating and stays out; None when no tool is left
+    (the host then keeps today's "read first" remediation).
+    """
+    reads = {name: fn for name, fn in tools.items() if not checklist.is_mutating(name)}
+    return ToolTable(reads) if reads else None
+
+
+class ReadsWanted:
+    """A :class:`Fetcher` that reads nothing: it notes the reads the guard would make (``serve``'s ``needs_reads``).
+
+    For a host that cannot hand the guard its tools in process: the guard stops
+    before the first read, the block stands as it is, and :attr:`reads` says
+    which reads (tool, arguments) would have been made first. The host makes
+    them and asks again with their results in its dialogue; a read that needs
+    the result of another (the products of an order's items) is named on the
+    next round. Nothing is recorded or traced for reads that were not made.
+    """
+
+    plans_only = True
+
+    def __init__(self) -> None:
+        self.reads: list[ReadCall] = []
+
+    def __call__(self, tool: str, arguments: dict[str, Any]) -> Answer:
+        raise LookupError("this fetcher only notes the reads the guard wants")
 
 
 @dataclass(frozen=True)
@@ -168,6 +204,9 @@ def judge_with_fetches(
         reads = reads_to_fetch(checklist, call, fetched_view, current, principal, tried)
         if not reads:
             break
+        if isinstance(fetcher, ReadsWanted):
+            fetcher.reads.extend(reads[:max_fetches])
+            return decision, []
         for read in reads[: max_fetches - len(made)]:
             tried.add(read.label)
             result = run_read(fetcher, read, timeout_s)

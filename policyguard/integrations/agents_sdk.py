@@ -32,6 +32,11 @@ item. A call the hooks did not see (a run resumed from a ``RunState``, as
 after ``needs_approval``) is blocked, and so is a call during which the adapter
 or the guard raised.
 
+**The guard's own reads.** The agent's read-only function tools are handed to the guard as
+``fetch=`` (issue 33): a write blocked only for a read the conversation lacks is judged on the read
+the guard makes itself (the tool's ``on_invoke_tool``, awaited on the run's loop). The read goes to
+the guard's record and trace; the run's items and the model's input are not changed.
+
 **Outcomes.** A block answers the call with ``"Error: <remediation>"``; the tool
 function never runs. A halt makes ``Runner.run`` raise
 ``agents.ToolInputGuardrailTripwireTriggered``, whose ``output.output_info`` is
@@ -81,6 +86,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import threading
 import uuid
 import weakref
@@ -98,15 +104,19 @@ from agents import (
     ToolOutputGuardrail,
     ToolOutputGuardrailData,
 )
+from agents.tool_context import ToolContext
 
 from policyguard.decision import Decision
 from policyguard.errors import ConfigError, FormatError
+from policyguard.gate.facts import FETCH_ID_PREFIX
 from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
 from policyguard.guard.calls import plain_name
+from policyguard.guard.fetching import Answer
 from policyguard.trajectory.formats import to_trajectory
 from policyguard.trajectory.formats.common import CallIds, error_text, parse_arguments, plain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .hostfetch import LoopFetcher, as_answer
 from .hosttools import cross_check
 
 __all__ = ["GUARDRAIL_NAME", "AgentsSDKGuard", "GuardedSession", "guard_agent", "guarded_session"]
@@ -404,7 +414,8 @@ class AgentsSDKGuard:
                 "was not performed."
             )
             return self._refuse(call, message, turn.problem or "unreadable conversation")
-        decision = await self.guard.acheck(call, trajectory, session=turn.session)
+        fetch = _reads(self, data.agent, context)
+        decision = await self.guard.acheck(call, trajectory, session=turn.session, fetch=fetch)
         if decision.outcome == "allow":
             with self._lock:
                 self._allowed[id(raw)] = (raw, turn.session)
@@ -479,6 +490,26 @@ class _GuardHooks(AgentHooks[Any]):
     async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
         if self.inner is not None:
             await self.inner.on_tool_end(context, agent, tool, result)
+
+
+def _reads(owner: AgentsSDKGuard, agent: Any, context: Any) -> LoopFetcher | None:
+    """The agent's read-only function tools, for the guard's own reads (issue 33); None when it has none.
+
+    Each read runs the tool as the SDK would (``on_invoke_tool``) with a context of its own: the run's
+    context object, a call id of the guard's (:data:`~policyguard.gate.facts.FETCH_ID_PREFIX`). Its
+    result goes to the guard's record and trace, never into the run's items.
+    """
+    tools = {t.name: t for t in getattr(agent, "tools", ()) if isinstance(t, FunctionTool) and owner.read_only(t.name)}
+
+    async def read(name: str, arguments: dict[str, Any]) -> Answer:
+        text = json.dumps(arguments)
+        tool_context = ToolContext(
+            context.context, usage=context.usage, tool_name=name, tool_call_id=f"{FETCH_ID_PREFIX}{name}",
+            tool_arguments=text, agent=agent,
+        )  # fmt: skip
+        return as_answer(await tools[name].on_invoke_tool(tool_context, text))
+
+    return LoopFetcher.here(read, tools)
 
 
 def guard_agent(agent: Agent[Any], guard: Guard) -> Agent[Any]:

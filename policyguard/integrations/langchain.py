@@ -26,6 +26,10 @@ tool node, once per tool call, before the tool, and sees the agent state.
   checklist's (:func:`~policyguard.integrations.hosttools.cross_check`): a tool the checklist names and
   the agent lacks is a :class:`~policyguard.errors.ConfigError` before the model runs; agent tools no
   entry covers are judged as unknown, and a warning lists them.
+- The guard's own reads: the agent's read-only tools (from the model's first call) are handed to the
+  guard as ``fetch=`` (issue 33): a write blocked only for a read the dialogue lacks is judged on the
+  read the guard makes itself (``tool.invoke``; ``tool.ainvoke`` on the agent's loop in the async hook).
+  The read goes to the guard's record and trace, never into the agent's messages.
 - Halt: :class:`GuardHalted` is raised. LangChain's tool node re-raises it (its
   default error handling only turns tool-invocation errors into messages), so
   ``agent.invoke`` / ``ainvoke`` ends with it; the caller catches it, and
@@ -89,6 +93,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import threading
 import uuid
 from collections import OrderedDict
@@ -110,17 +115,17 @@ try:
     from langgraph.managed.is_last_step import RemainingStepsManager
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        f"policyguard.integrations.langchain needs LangChain >= 1: {install_hint('langchain')}"
-    ) from exc
+    raise ImportError(f"policyguard.integrations.langchain needs LangChain >= 1: {install_hint('langchain')}") from exc
 
 from policyguard.decision import Decision
 from policyguard.errors import FormatError
 from policyguard.guard import Guard, remediation_message
+from policyguard.guard.fetching import Answer, ToolTable
 from policyguard.trajectory.formats.langchain import read as read_langchain
 from policyguard.trajectory.formats.langchain import read_message, tool_call_from_langchain
 from policyguard.trajectory.messages import ToolCall, Trajectory
 
+from .hostfetch import LoopFetcher, as_answer, read_names
 from .hosttools import cross_check
 from .langchain_seed import UNSEEDED_KEY, hooks_before, order_error, seed, skipped_error
 
@@ -167,6 +172,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self._interrupted: OrderedDict[tuple[str, str], str] = OrderedDict()  # (session, call id) -> args hash
         self._lock = threading.Lock()
         self._met: frozenset[str] | None = None  # the agent's tool names, once checked against the checklist
+        self._reads: dict[str, Any] = {}  # the agent's read-only tools, by name: the guard's own reads (issue 33)
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Seed the conversation's record with the messages passed in, before any other hook can rewrite them.
@@ -215,11 +221,28 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         logs a warning listing the agent's tools no checklist entry covers (they are judged as unknown).
         Provider-side tools (given as dicts) never reach the tool node and are left out.
         """
-        names = frozenset(name for tool in tools if isinstance(name := getattr(tool, "name", None), str))
+        named = {name: tool for tool in tools if isinstance(name := getattr(tool, "name", None), str)}
+        names = frozenset(named)
         if names == self._met:
             return
         cross_check(self.guard.checklist, names, "the LangChain agent")
+        self._reads = {name: named[name] for name in read_names(self.guard.checklist, names)}
         self._met = names
+
+    def _fetch(self) -> ToolTable | None:
+        """The agent's read-only tools, called synchronously (``tool.invoke``), for the guard's own reads."""
+        if not self._reads:
+            return None
+        return ToolTable({name: functools.partial(_invoke, tool) for name, tool in self._reads.items()})
+
+    def _afetch(self) -> LoopFetcher | None:
+        """The agent's read-only tools, awaited on this loop (``tool.ainvoke``), for the guard's own reads."""
+        reads = dict(self._reads)
+
+        async def read(name: str, arguments: dict[str, Any]) -> Answer:
+            return as_answer(await reads[name].ainvoke(arguments))
+
+        return LoopFetcher.here(read, reads)
 
     def wrap_tool_call(
         self,
@@ -235,7 +258,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if self._resuming(session, call):
             return self._run(request, call, session, handler)
         try:
-            decision = self.guard.check(call, trajectory, session=session)
+            decision = self.guard.check(call, trajectory, session=session, fetch=self._fetch())
         except Exception as exc:  # a guard that cannot decide never lets the call through
             decision = _crash(call, exc)
         checked = self._act(request, call, decision)
@@ -256,7 +279,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         if self._resuming(session, call):
             return await self._arun(request, call, session, handler)
         try:
-            decision = await self.guard.acheck(call, trajectory, session=session)
+            decision = await self.guard.acheck(call, trajectory, session=session, fetch=self._afetch())
         except Exception as exc:
             decision = _crash(call, exc)
         checked = self._act(request, call, decision)
@@ -407,6 +430,11 @@ def _answer(result: Any, call_id: str) -> ToolMessage | None:
             if found is not None:
                 return found
     return None
+
+
+def _invoke(tool: Any, **arguments: Any) -> Any:
+    """One synchronous call of a LangChain tool with these arguments (its content, as the model would read it)."""
+    return tool.invoke(arguments)
 
 
 def _crash(call: ToolCall, exc: Exception) -> Decision:

@@ -15,7 +15,10 @@ record), and every ``tools/call`` lands in it with its fate:
   :class:`~policyguard.errors.ConfigError`, and a warning lists upstream tools no entry covers;
 * any other call is judged by :meth:`Guard.acheck` on the session's record. A
   block answers with ``CallToolResult(isError=True)`` carrying the remediation,
-  and the upstream never sees the call.
+  and the upstream never sees the call. The upstream's tools the checklist declares ``mutating: false``
+  are the guard's own read tools (issue 33): a write blocked only for a read the session lacks is
+  judged on the read the guard sends the upstream itself; that read goes to the guard's record and
+  trace, never to the client.
 
 An allowed call's fate is the upstream's answer: a result, maybe an error
 result (or an error saying it refused the arguments). With no answer (the
@@ -63,12 +66,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from policyguard.checklist.schema import is_glob
 from policyguard.decision import Decision, RequirementResult
 from policyguard.guard import Guard, off_loop, remediation_message
+from policyguard.guard.fetching import Answer
 from policyguard.session import Session
 from policyguard.stages import Gate
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 from policyguard.trajectory.toolnames import fold, unknown_tool_message
 from policyguard.verifier.dialogue import safe_json
 
+from .hostfetch import LoopFetcher
 from .hosttools import cross_check
 
 CONFIRM_FIELD = "confirm"
@@ -217,10 +222,28 @@ class GuardedUpstream:
                 return self._refused(state, call, refusal)
             state.ask(call)
             with anyio.CancelScope(shield=True):  # a decision in the record is always followed by the call's fate
-                decision = await self.guard.acheck(call, state.trajectory, session=state.session)
+                decision = await self.guard.acheck(call, state.trajectory, session=state.session, fetch=self._fetch())
             if not decision.allowed:
                 return self._blocked(state, call, remediation_message(call, decision).content or "")
             return await self._forward(ctx, state, call, params, decision)
+
+    def _fetch(self) -> LoopFetcher | None:
+        """The upstream's tools the checklist declares ``mutating: false``, for the guard's own reads (issue 33).
+
+        Only the checklist's word counts here (an upstream ``readOnlyHint`` lets a client call pass, never the
+        guard call a tool on its own). A read goes to the guard's record and trace, not to the client's session
+        trajectory, and is bounded by ``upstream_timeout_s`` as well as the guard's ``fetch_timeout_s``.
+        """
+        names = [name for name in self.tools if not self.guard.checklist.is_mutating(name)]
+
+        async def read(name: str, arguments: dict[str, Any]) -> Answer:
+            timeout = self.settings.upstream_timeout_s
+            result = await self.upstream.call_tool(name, arguments, read_timeout_seconds=timeout)
+            if not isinstance(result, types.CallToolResult):
+                raise TypeError("the upstream MCP server answered with an unsupported result")
+            return Answer(result_text(result), bool(result.is_error))
+
+        return LoopFetcher.here(read, names)
 
     def _refusal(self, call: ToolCall, calls: int) -> str | None:
         """Why the proxy refuses ``call`` before anything else looks at it (no such tool, too many calls), or None."""

@@ -65,6 +65,11 @@ class GuardedTools:
     ``SQLiteStore(path)`` to share it across processes) claims the key before the tool runs, and a
     retry with the same key gets the recorded result, never a second effect. The checklist's tool
     names are checked against ``tools`` here (:func:`~policyguard.integrations.hosttools.cross_check`).
+
+    The tools the checklist declares ``mutating: false`` are also the guard's own read tools: when a
+    write is blocked only for a read the dialogue lacks, the guard makes it itself
+    (:mod:`policyguard.guard.fetching`); the result goes to the session record and the trace, never
+    to the model's dialogue.
     """
 
     def __init__(
@@ -93,6 +98,10 @@ class GuardedTools:
             from .hosttools import cross_check
 
             cross_check(guard.checklist, self.tools, "GuardedTools")
+        from policyguard.guard.fetching import read_tools
+
+        self.fetch = read_tools(guard.checklist, self.tools)
+        """The read-only tools the guard may call itself when a write lacks a read (issue 33); None: none."""
         self.effects = ledger
         if executor is None and ledger is None and any(s.effect for s in guard.checklist.tools.values()):
             from policyguard.enforcement.store import SQLiteStore
@@ -133,7 +142,7 @@ class GuardedTools:
         return outcome
 
     def _decide_and_run(self, call: ToolCall, trajectory: Trajectory) -> ToolOutcome:
-        decision = self.guard.check(call, trajectory, session=self.session)
+        decision = self.guard.check(call, trajectory, session=self.session, fetch=self.fetch)
         if decision.outcome != "allow":
             remediation = remediation_message(call, decision).content or ""
             return _outcome(call, decision, remediation, is_error=True, executed=False)

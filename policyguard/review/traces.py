@@ -38,6 +38,10 @@ class DecisionRow(BaseModel):
     requirements: list[dict[str, Any]] = Field(default_factory=list)
     record: dict[str, Any]
     findings: list[Violation] = Field(default_factory=list)
+    fetches: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The reads the guard made itself while judging this call (``fetch`` trace events, issue 33).",
+    )
 
     @property
     def failed(self) -> list[str]:
@@ -78,11 +82,17 @@ def _load_one(index: int, path: Path, max_records: int) -> TraceView:
     by_call: dict[str | None, list[Violation]] = {}
     for finding in view.findings:
         by_call.setdefault(finding.call_id, []).append(finding)
+    fetched: dict[str, list[dict[str, Any]]] = {}  # a call's fetch events come before its decision
     for record in records:
+        if record.get("event") == "fetch" and isinstance(record.get("for_call_id"), str):
+            fetched.setdefault(record["for_call_id"], []).append(record)
+            continue
         if record.get("event") != "decision":
             continue
         row = _row(index, record, by_call)
         if row is not None:
+            if row.call_id is not None:
+                row.fetches = fetched.pop(row.call_id, [])
             view.decisions.append(row)
     return view
 

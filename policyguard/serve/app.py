@@ -7,6 +7,12 @@ Answers, and what a client does with them:
   ``grant`` to the tool service when there is one. An unknown tool, a reused
   call id, a NaN argument in a readable call are *decisions* (``block``), with
   the message for the agent.
+* A ``block`` that only reads can cure (the dialogue lacks the order, the
+  product, the profile the rule needs) also carries ``needs_reads``: a list of
+  ``{"call_id", "tool", "arguments"}`` the client may run with its own read
+  tools and send again with their results (``docs/guarding/http.md``, "Reads
+  the guard needs"). A client that ignores it keeps the ``message``'s "read
+  first" remediation.
 * ``400`` (not strict JSON), ``413`` (over ``--max-body-bytes``), ``415`` (not
   ``application/json``), ``422`` (wrong shape or an unreadable dialogue or
   call): ``{"error": ..., "field": ...}``, one line. ``401`` without the bearer
@@ -40,11 +46,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from policyguard.decision import decision_json
 from policyguard.enforcement.store import LedgerUnavailable
 from policyguard.errors import FormatError
+from policyguard.guard.fetching import ReadsWanted
 from policyguard.session import SessionError
 from policyguard.trajectory.limits import call_problem
 
 from .auth import authorized
-from .body import BadRequest, CheckRequest, ExecuteRequest, ResultReport, parse_json, parse_model, surrogate_problem
+from .body import (
+    BadRequest,
+    CheckRequest,
+    ExecuteRequest,
+    ResultReport,
+    needed_reads,
+    parse_json,
+    parse_model,
+    surrogate_problem,
+)
 from .metrics import CONTENT_TYPE, Metrics
 from .openapi import openapi_document
 from .rebinding import HostCheck
@@ -183,8 +199,10 @@ def create_app(service: Service) -> Starlette:
         session = service.session(payload.session_id) if payload.session_id is not None else None
         started = time.perf_counter()
 
+        wanted = ReadsWanted()  # a block cured only by reads names them: the client makes them and asks again
+
         def decide() -> Any:
-            return guard.check(call, trajectory, session=session)
+            return guard.check(call, trajectory, session=session, fetch=wanted)
 
         try:
             with anyio.fail_after(config.decision_timeout_s):
@@ -194,7 +212,10 @@ def create_app(service: Service) -> Starlette:
             message = f"no decision within {config.decision_timeout_s:g} s; do not run the call"
             return _error(503, message, headers={"X-Request-Id": request_id})
         metrics.decision(decision, time.perf_counter() - started)
-        return _JSON(decision_json(decision), headers={"X-Request-Id": request_id})
+        answer = decision_json(decision)
+        if decision.outcome == "block" and wanted.reads:
+            answer["needs_reads"] = needed_reads(wanted.reads, request_id)
+        return _JSON(answer, headers={"X-Request-Id": request_id})
 
     async def results(request: Request) -> Response:
         report: ResultReport = parse_model(ResultReport, parse_json(await _read_body(request, config.max_body_bytes)))

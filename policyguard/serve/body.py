@@ -128,6 +128,32 @@ class ResultAnswer(BaseModel):
     )
 
 
+class NeededRead(BaseModel):
+    """One read a ``block``'s ``needs_reads`` asks the client to make (issue 33).
+
+    Make it with the host's own read tool, then send the check again with the
+    call (``call_id`` as given) and its result in the trajectory, just before the
+    assistant message holding the pending call. The id's prefix marks the read as
+    made for the guard: it never authenticates anyone.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str = Field(description="The id to give the read's call and result in the re-sent trajectory.")
+    tool: str = Field(description="A read tool the checklist declares mutating: false.")
+    arguments: dict[str, Any] = Field(description="The read's arguments.")
+
+
+def needed_reads(reads: list[Any], request_id: str) -> list[dict[str, Any]]:
+    """``needs_reads`` for a block: each read the guard wants, with a call id of its own (guard-read prefix)."""
+    from policyguard.gate.facts import FETCH_ID_PREFIX
+
+    return [
+        NeededRead(call_id=f"{FETCH_ID_PREFIX}{request_id[:12]}-{n}", tool=r.tool, arguments=r.arguments).model_dump()
+        for n, r in enumerate(reads, 1)
+    ]
+
+
 class ExecuteRequest(BaseModel):
     """``POST /v1/execute`` (demo executor only): run a call under the grant ``/v1/check`` returned."""
 

@@ -10,7 +10,7 @@ from policyguard import __version__
 from policyguard.decision import Decision
 from policyguard.enforcement.executor import ExecutionResult
 
-from .body import CheckRequest, ErrorBody, ExecuteRequest, ResultAnswer, ResultReport
+from .body import CheckRequest, ErrorBody, ExecuteRequest, NeededRead, ResultAnswer, ResultReport
 
 _REF = "#/components/schemas/{model}"
 
@@ -42,6 +42,7 @@ def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
             (ResultAnswer, "serialization"),
             (ExecuteRequest, "validation"),
             (ErrorBody, "validation"),
+            (NeededRead, "serialization"),
             (Decision, "serialization"),
             (ExecutionResult, "serialization"),
         ],
@@ -52,6 +53,12 @@ def openapi_document(*, grants: bool, execute: bool) -> dict[str, Any]:
     decision["properties"] = {
         **decision.get("properties", {}),
         "unverified": {"type": "array", "items": {"type": "string"}, "description": "Requirement ids nobody judged."},
+        "needs_reads": {
+            "type": "array",
+            "items": {"$ref": _REF.format(model="NeededRead")},
+            "description": "On a block that only reads can cure: the reads to make and send back (docs/guarding/"
+            "http.md). Absent otherwise.",
+        },
     }
     schemas["Decision"] = decision
     grant_note = " The allow carries a signed grant (verify it against /.well-known/jwks.json)." if grants else ""

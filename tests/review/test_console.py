@@ -260,3 +260,24 @@ def test_an_unreadable_trace_is_reported_on_the_page_not_as_a_crash(queue: SQLit
         page = client.get("/decisions")
         assert page.status_code == 200
         assert "broken.jsonl:2: not JSON" in page.text
+
+
+def test_the_decision_detail_shows_the_reads_the_guard_made(queue: SQLiteApprovalQueue, tmp_path: Path) -> None:
+    from policyguard import Guard, HardGate
+    from policyguard.guard.fetching import ToolTable
+    from tests import fetchshop as shop
+
+    path = tmp_path / "fetched.jsonl"
+    cl = shop.checklist()
+    with Trace(path) as trace:
+        guard = Guard(cl, shop.POLICY, gate=HardGate(cl), allow_unverified=True, trace=trace)
+        fetch = ToolTable({"get_order": shop.get_order})
+        assert guard.check(shop.cancel("O1"), shop.signed_in(), fetch=fetch).outcome == "allow"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    (event,) = [r for r in records if r["event"] == "fetch"]
+    record_t = next(r["t"] for r in records if r["event"] == "decision")
+    with TestClient(create_app(queue, token=TOKEN, trace_files=[path]), base_url="http://127.0.0.1") as client:
+        log_in(client)
+        detail = client.get(f"/decisions/0/{record_t}").text
+    assert "Reads the guard made" in detail and "get_order" in detail and event["result_sha256"] in detail
+    assert "INV-1 findings" not in detail  # a read the guard made is no finding
