@@ -45,6 +45,7 @@ from policyguard.trajectory.limits import call_problem
 
 from .auth import authorized
 from .body import BadRequest, CheckRequest, ExecuteRequest, ResultReport, parse_json, parse_model, surrogate_problem
+from .hooks import hook_routes
 from .metrics import CONTENT_TYPE, Metrics
 from .openapi import openapi_document
 from .rebinding import HostCheck
@@ -279,6 +280,7 @@ def create_app(service: Service) -> Starlette:
         Route("/readyz", route("/readyz", readyz), methods=["GET"]),
         Route("/metrics", route("/metrics", prometheus), methods=["GET"]),
         Route("/openapi.json", route("/openapi.json", openapi), methods=["GET"]),
+        *hook_routes(service),
     ]
     hosts = HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)
     return Starlette(
