@@ -39,8 +39,7 @@ def _pattern(key: str) -> str:
 def hooks_block(checklist: Checklist, policy: str, checklist_path: str) -> dict[str, Any]:
     """The ``hooks`` entries for PreToolUse and PostToolUse (paths relative to the project)."""
     command = (
-        f'{MARKER} --policy "$CLAUDE_PROJECT_DIR/{policy}" --checklist "$CLAUDE_PROJECT_DIR/{checklist_path}" '
-        "|| exit 2"
+        f'{MARKER} --policy "$CLAUDE_PROJECT_DIR/{policy}" --checklist "$CLAUDE_PROJECT_DIR/{checklist_path}" || exit 2'
     )
     entry = {"matcher": matcher(checklist), "hooks": [{"type": "command", "command": command,
                                                         "timeout": HOOK_TIMEOUT_S}]}  # fmt: skip

@@ -158,7 +158,9 @@ def _answered_only(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message["role"] == "assistant":
             issued.update(b.get("id") for b in message["content"] if b["type"] == "tool_use")
         else:
-            message["content"] = [b for b in message["content"] if b["type"] != "tool_result" or b["tool_use_id"] in issued]
+            message["content"] = [
+                b for b in message["content"] if b["type"] != "tool_result" or b["tool_use_id"] in issued
+            ]
         if message["content"] or message["role"] == "assistant":
             kept.append(message)
     return [m for m in kept if m["content"]]

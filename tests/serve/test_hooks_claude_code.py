@@ -6,8 +6,9 @@ Claude Code runs the call when an http hook answers non-2xx, so every failure is
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,12 @@ def reads(client: Any, t: Transcript) -> None:
 
 
 def refund(amount: float) -> dict[str, Any]:
-    return {"transaction_id": TRANSACTION, "amount": amount, "currency": "USD", "idempotency_key": f"refund:{TRANSACTION}"}
+    return {
+        "transaction_id": TRANSACTION,
+        "amount": amount,
+        "currency": "USD",
+        "idempotency_key": f"refund:{TRANSACTION}",
+    }
 
 
 def test_a_refund_after_the_reads_passes_and_one_over_the_captured_amount_is_denied(
@@ -60,13 +66,17 @@ def test_a_refund_after_the_reads_passes_and_one_over_the_captured_amount_is_den
 
 def test_a_wrong_token_is_a_200_deny(make_client: Callable[..., Any], t: Transcript) -> None:
     client = make_client(token="s3cret")
-    assert decision_of(client.post(PATH, json=pre(t, "toolu_r1", "get_transaction", transaction_id=TRANSACTION))) == "deny"
+    assert (
+        decision_of(client.post(PATH, json=pre(t, "toolu_r1", "get_transaction", transaction_id=TRANSACTION))) == "deny"
+    )
     allowed = client.post(PATH, json=pre(t, "toolu_r1", "get_transaction", transaction_id=TRANSACTION),
                           headers={"Authorization": "Bearer s3cret"})  # fmt: skip
     assert decision_of(allowed) is None
 
 
-@pytest.mark.parametrize("body", [b"{broken", b"[]", json.dumps({"session_id": "s", "hook_event_name": "PreToolUse"}).encode()])
+@pytest.mark.parametrize(
+    "body", [b"{broken", b"[]", json.dumps({"session_id": "s", "hook_event_name": "PreToolUse"}).encode()]
+)
 def test_a_body_that_cannot_be_read_is_a_200_deny(make_client: Callable[..., Any], body: bytes) -> None:
     response = make_client().post(PATH, content=body, headers={"content-type": "application/json"})
     assert decision_of(response) == "deny"

@@ -51,7 +51,11 @@ class Transcript:
 
     def result(self, call_id: str, value: Any, *, error: bool = False, **extra: Any) -> None:
         text = value if isinstance(value, str) else json.dumps(value)
-        block: dict[str, Any] = {"tool_use_id": call_id, "type": "tool_result", "content": [{"type": "text", "text": text}]}
+        block: dict[str, Any] = {
+            "tool_use_id": call_id,
+            "type": "tool_result",
+            "content": [{"type": "text", "text": text}],
+        }
         if error:
             block["is_error"] = True
         self._line("user", {"role": "user", "content": [block]}, toolUseResult=value, **extra)

@@ -80,7 +80,7 @@ def test_init_writes_the_hooks_block_whose_matcher_lists_the_checklist_tools(
     ours = pre_hooks[1]
     assert written["hooks"]["PostToolUse"] == [ours]
     command = ours["hooks"][0]["command"]
-    assert command.startswith("policyguard hook claude-code --policy \"$CLAUDE_PROJECT_DIR/policy.md\"")
+    assert command.startswith('policyguard hook claude-code --policy "$CLAUDE_PROJECT_DIR/policy.md"')
     assert command.endswith("|| exit 2")
     pattern = re.compile(ours["matcher"])
     for name in ("issue_refund", "get_order", "find_customer", "mcp__desk__issue_refund"):

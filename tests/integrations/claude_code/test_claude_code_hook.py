@@ -54,7 +54,9 @@ def identified(hook: ClaudeCodeHook, t: Transcript, mcp: str = "") -> None:
     t.user("Yes, please refund the 80 dollars.")
 
 
-def test_a_refund_within_the_captured_amount_gets_no_opinion_so_claude_codes_own_rules_still_apply(t: Transcript) -> None:
+def test_a_refund_within_the_captured_amount_gets_no_opinion_so_claude_codes_own_rules_still_apply(
+    t: Transcript,
+) -> None:
     hook = ClaudeCodeHook(desk_guard())
     identified(hook, t)
     assert ran(hook, t, "toolu_03", "issue_refund", {"status": "refunded"}, order_id="O1", amount=80) == {}
