@@ -36,6 +36,7 @@ ALL = [
     Example("openai_loop.py", "openai", ("openai",)),
     Example("langchain_agent.py", "langchain", ("langchain.agents", "langgraph.checkpoint.memory")),
     Example("agents_sdk.py", "agents", ("agents",)),
+    Example("pydantic_ai.py", "pydantic-ai", ("pydantic_ai",)),
     Example("mcp_proxy/client.py", "mcp", ("mcp",)),
     Example("http_serve.py", "serve", ("starlette", "uvicorn")),
 ]
