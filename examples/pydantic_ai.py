@@ -1,6 +1,7 @@
 """A Pydantic AI agent whose tool calls are guarded by a capability, with no API key.
 
-Run from the checkout: ``python examples/pydantic_ai.py`` (needs ``pip install -c constraints.txt -e '.[pydantic-ai]'``).
+Run from the checkout: ``python examples/pydantic_ai.py``
+(needs ``pip install -c constraints.txt -e '.[pydantic-ai]'``).
 
 Two stand-ins replace the paid parts:
 

@@ -85,14 +85,14 @@ class PolicyGuardCapability(AbstractCapability[Any]):
         self.guard = guard
         self.on_block = on_block
 
-    async def before_tool_execute(
-        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: Any, args: Any
-    ) -> Any:
+    async def before_tool_execute(self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: Any, args: Any) -> Any:
         if ctx.tool_call_approved:
             return args  # a person approved this very call after the guard escalated it
         pending = ToolCall(id=call.tool_call_id, name=call.tool_name)
         try:
-            pending = ToolCall(id=call.tool_call_id, name=call.tool_name, arguments=call.args_as_dict(raise_if_invalid=True))
+            pending = ToolCall(
+                id=call.tool_call_id, name=call.tool_name, arguments=call.args_as_dict(raise_if_invalid=True)
+            )
             decision = await self.guard.acheck(pending, trajectory(ctx.messages), session=_session(ctx))
         except Exception as exc:  # fail closed: the call does not run
             self._block(f"{NO_VERIFIER_MESSAGE} ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})")

@@ -118,6 +118,7 @@ SHOWN_ON = {
     "docs/guarding/openai-loop.md": "openai_loop.py",
     "docs/guarding/langchain.md": "langchain_agent.py",
     "docs/guarding/agents-sdk.md": "agents_sdk.py",
+    "docs/guarding/pydantic-ai.md": "pydantic_ai.py",
     "docs/guarding/mcp-proxy.md": "mcp_proxy/client.py",
     "docs/guarding/http.md": "http_serve.py",
 }
