@@ -221,7 +221,7 @@ def test_no_install_line_names_the_unrelated_pypi_project() -> None:
 
 
 _CHECKOUT_INSTALL = re.compile(
-    r"pip install (?:--quiet )?-c constraints\.txt -e (?:\.(?=[\s`]|$)|'\.\[[a-z0-9,{}]+\]')"
+    r"pip install (?:--quiet )?-c constraints\.txt -e (?:\.(?=[\s`]|$)|'\.\[[a-z0-9,{}-]+\]')"
 )
 
 

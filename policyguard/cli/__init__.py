@@ -29,15 +29,17 @@ def _modules(prefix: str) -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith(prefix))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or with ``only`` one command module (``policyguard hook`` runs before every tool call of a
+    host, so it skips importing the other commands)."""
     parser = argparse.ArgumentParser(
         prog="policyguard", description="Enforce company policy on LLM agents at the tool boundary."
     )
     parser.add_argument("--version", action="version", version=f"policyguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _modules("cmd_"):
+    for name in [only] if only is not None else _modules("cmd_"):
         importlib.import_module(f"{__name__}.{name}").register(sub)
-    bench_names = _modules("bench_")
+    bench_names = _modules("bench_") if only is None else []
     if bench_names:
         bench = sub.add_parser("bench", help="benchmarks and experiments")
         bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
@@ -47,8 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser("cmd_hook" if words[:1] == ["hook"] else None)
+    args = parser.parse_args(words)
     try:
         code: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit

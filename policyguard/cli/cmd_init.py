@@ -30,6 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("checklist", nargs="?", type=Path, metavar="CHECKLIST.yaml", help="the checklist to test")
     parser.add_argument("-o", "--output", type=Path, help="where to write (default: scenarios.yaml beside it)")
     parser.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+    parser.add_argument(
+        "--host",
+        choices=("claude-code",),
+        default=None,
+        help="instead of scenarios, wire the guard into an agent host: claude-code writes the hooks block of "
+        ".claude/settings.json (needs --policy)",
+    )
+    parser.add_argument("--policy", type=Path, help="the policy file the host's hook reads (with --host)")
+    parser.add_argument("--project", type=Path, default=Path("."), help="the project folder (with --host; default .)")
     parser.set_defaults(func=run)
 
 
@@ -42,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.checklist.exists():
         raise ConfigError(f"{args.checklist}: no such checklist; {_START}")
     checklist = load_checklist(args.checklist)
+    if args.host == "claude-code":
+        from .claude_settings import write_settings
+
+        return write_settings(checklist, args)
     output = args.output or args.checklist.parent / "scenarios.yaml"
     if output.exists() and not args.force:
         raise ConfigError(f"{output}: already exists (pass --force to overwrite)")

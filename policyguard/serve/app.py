@@ -61,6 +61,7 @@ from .body import (
     parse_model,
     surrogate_problem,
 )
+from .hooks import hook_routes
 from .metrics import CONTENT_TYPE, Metrics
 from .openapi import openapi_document
 from .rebinding import HostCheck
@@ -300,6 +301,7 @@ def create_app(service: Service) -> Starlette:
         Route("/readyz", route("/readyz", readyz), methods=["GET"]),
         Route("/metrics", route("/metrics", prometheus), methods=["GET"]),
         Route("/openapi.json", route("/openapi.json", openapi), methods=["GET"]),
+        *hook_routes(service),
     ]
     hosts = HostCheck.for_listener(config.host, config.allowed_hosts, config.allowed_origins)
     return Starlette(

@@ -36,6 +36,7 @@ ALL = [
     Example("openai_loop.py", "openai", ("openai",)),
     Example("langchain_agent.py", "langchain", ("langchain.agents", "langgraph.checkpoint.memory")),
     Example("agents_sdk.py", "agents", ("agents",)),
+    Example("pydantic_ai.py", "pydantic-ai", ("pydantic_ai",)),
     Example("mcp_proxy/client.py", "mcp", ("mcp",)),
     Example("http_serve.py", "serve", ("starlette", "uvicorn")),
 ]
@@ -117,6 +118,7 @@ SHOWN_ON = {
     "docs/guarding/openai-loop.md": "openai_loop.py",
     "docs/guarding/langchain.md": "langchain_agent.py",
     "docs/guarding/agents-sdk.md": "agents_sdk.py",
+    "docs/guarding/pydantic-ai.md": "pydantic_ai.py",
     "docs/guarding/mcp-proxy.md": "mcp_proxy/client.py",
     "docs/guarding/http.md": "http_serve.py",
 }

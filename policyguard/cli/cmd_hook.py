@@ -1,0 +1,155 @@
+"""``policyguard hook claude-code``: answer one Claude Code hook event (JSON on stdin, JSON on stdout).
+
+Exit codes are Claude Code's, not the rest of the CLI's: 0 with the answer on
+stdout (a deny is an answer), 2 with one line on stderr for anything that went
+wrong (Claude Code blocks the call and shows the line). Never 1: Claude Code
+treats 1 as a non-blocking error and runs the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+SESSIONS_DB = Path(".policyguard") / "sessions.db"
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "hook",
+        help="answer an agent host's hook event (Claude Code's PreToolUse / PostToolUse)",
+        description="Reads one hook event as JSON on stdin and writes the hook's answer on stdout.",
+    )
+    hosts = parser.add_subparsers(dest="host", metavar="HOST", required=True)
+    claude = hosts.add_parser(
+        "claude-code",
+        help="a Claude Code command hook (PreToolUse, PostToolUse, PostToolUseFailure)",
+        description=(
+            "PreToolUse: a block answers permissionDecision 'deny' with the remediation, an escalation 'ask', a pass "
+            "no opinion (or 'allow' with --allow). PostToolUse records tool_response in the session record. Exit 0 "
+            "with the answer, 2 with one line on stderr on any error (Claude Code then blocks the call); never 1."
+        ),
+    )
+    claude.add_argument("--policy", type=Path, required=True, help="the policy text file")
+    claude.add_argument("--checklist", type=Path, required=True, help="the checklist YAML")
+    claude.add_argument(
+        "--store",
+        default=None,
+        help="where session records live: sqlite:///path.db or postgresql://...; default "
+        "sqlite:///<project>/.policyguard/sessions.db (project: $CLAUDE_PROJECT_DIR, else the event's cwd)",
+    )
+    claude.add_argument("--model", default="none", help="verifier model spec, as for serve (default none: the gate)")
+    claude.add_argument("--allow", action="store_true", help="answer 'allow' on a pass instead of no opinion")
+    claude.add_argument(
+        "--mcp-name",
+        action="append",
+        default=[],
+        metavar="SERVER=RULE",
+        help="how mcp__SERVER__tool maps to a checklist name: strip (default), keep, or prefix:TEXT",
+    )
+    claude.add_argument(
+        "--unknown-tools",
+        choices=("block", "check"),
+        default="block",
+        help="a tool no checklist entry covers: block (default) or check it against the general rules",
+    )
+    claude.add_argument(
+        "--timeout",
+        type=float,
+        default=45.0,
+        help="seconds before the hook gives up and blocks (default 45; keep it below the hook's timeout in "
+        "settings.json, after which Claude Code would run the call)",
+    )
+    claude.add_argument(
+        "--result-wait",
+        type=float,
+        default=5.0,
+        help="seconds a write waits for the result of the session's earlier allowed call (default 5); past it "
+        "that call counts as run with an unknown result",
+    )
+    claude.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Answer the event on stdin; every failure is exit 2 with one line on stderr."""
+    previous = _arm(args.timeout)
+    try:
+        answer = _answer(args, sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        return 0
+    except BaseException as exc:  # noqa: BLE001 -- fail closed: nothing may end in exit 1 ("go ahead")
+        if isinstance(exc, SystemExit) and exc.code in (0, 2):
+            raise
+        reason = f"no decision within {args.timeout:g} s" if isinstance(exc, _TimedOut) else _reason(exc)
+        print(f"policyguard: blocked: {reason}", file=sys.stderr)
+        return 2
+    finally:
+        _disarm(previous)
+
+
+def _answer(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
+    from policyguard.integrations.claude_code import ClaudeCodeHook, HookEvent, HookInputError, McpNames
+
+    if len(data) > MAX_EVENT_BYTES:
+        raise HookInputError(f"the hook event is larger than {MAX_EVENT_BYTES} bytes")
+    event = HookEvent.read(data)
+    guard = _guard(args, event.cwd)
+    return ClaudeCodeHook(guard, allow=args.allow, names=McpNames.parse(args.mcp_name)).answer(event)
+
+
+def _guard(args: argparse.Namespace, cwd: str | None) -> Any:
+    from policyguard.enforcement.storeurl import open_store
+    from policyguard.guard.build import from_files
+    from policyguard.guard.core import Guard
+
+    store = open_store(args.store or default_store(cwd))
+    return from_files(
+        Guard, policy=args.policy, checklist=args.checklist, model=args.model, mode="enforce",
+        verifier_mode="checklist", use_gate=True, trace_path=None, unknown_tools=args.unknown_tools,
+        sessions=store, session_wait_s=max(1.0, args.timeout - 5), session_result_wait_s=args.result_wait,
+    )  # fmt: skip
+
+
+def default_store(cwd: str | None) -> str:
+    """``sqlite:///<project>/.policyguard/sessions.db``, creating the folder."""
+    project = Path(os.environ.get("CLAUDE_PROJECT_DIR") or cwd or os.getcwd())
+    path = (project / SESSIONS_DB).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:500]
+    from policyguard.errors import PolicyGuardError
+
+    return text if isinstance(exc, PolicyGuardError) and text else f"{type(exc).__name__}: {text}"
+
+
+def _arm(seconds: float) -> Any:
+    if not hasattr(signal, "SIGALRM") or seconds <= 0:
+        return None
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise _TimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return previous
+
+
+def _disarm(previous: Any) -> None:
+    if previous is not None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
