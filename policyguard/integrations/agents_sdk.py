@@ -33,7 +33,7 @@ after ``needs_approval``) is blocked, and so is a call during which the adapter
 or the guard raised.
 
 **The guard's own reads.** The agent's read-only function tools are handed to the guard as
-``fetch=`` (issue 33): a write blocked only for a read the conversation lacks is judged on the read
+``fetch=``: a write blocked only for a read the conversation lacks is judged on the read
 the guard makes itself (the tool's ``on_invoke_tool``, awaited on the run's loop). The read goes to
 the guard's record and trace; the run's items and the model's input are not changed.
 
@@ -493,7 +493,7 @@ class _GuardHooks(AgentHooks[Any]):
 
 
 def _reads(owner: AgentsSDKGuard, agent: Any, context: Any) -> LoopFetcher | None:
-    """The agent's read-only function tools, for the guard's own reads (issue 33); None when it has none.
+    """The agent's read-only function tools, for the guard's own reads; None when it has none.
 
     Each read runs the tool as the SDK would (``on_invoke_tool``) with a context of its own: the run's
     context object, a call id of the guard's (:data:`~policyguard.gate.facts.FETCH_ID_PREFIX`). Its

@@ -1,4 +1,4 @@
-"""The hosts' read tools as the guard's :class:`~policyguard.guard.fetching.Fetcher` (issue 33).
+"""The hosts' read tools as the guard's :class:`~policyguard.guard.fetching.Fetcher`.
 
 Every host that runs the agent's tools hands the guard the ones the checklist
 declares ``mutating: false`` (an unknown tool counts as mutating and is never

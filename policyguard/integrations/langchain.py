@@ -27,7 +27,7 @@ tool node, once per tool call, before the tool, and sees the agent state.
   the agent lacks is a :class:`~policyguard.errors.ConfigError` before the model runs; agent tools no
   entry covers are judged as unknown, and a warning lists them.
 - The guard's own reads: the agent's read-only tools (from the model's first call) are handed to the
-  guard as ``fetch=`` (issue 33): a write blocked only for a read the dialogue lacks is judged on the
+  guard as ``fetch=``: a write blocked only for a read the dialogue lacks is judged on the
   read the guard makes itself (``tool.invoke``; ``tool.ainvoke`` on the agent's loop in the async hook).
   The read goes to the guard's record and trace, never into the agent's messages.
 - Halt: :class:`GuardHalted` is raised. LangChain's tool node re-raises it (its
@@ -172,7 +172,7 @@ class PolicyGuardMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self._interrupted: OrderedDict[tuple[str, str], str] = OrderedDict()  # (session, call id) -> args hash
         self._lock = threading.Lock()
         self._met: frozenset[str] | None = None  # the agent's tool names, once checked against the checklist
-        self._reads: dict[str, Any] = {}  # the agent's read-only tools, by name: the guard's own reads (issue 33)
+        self._reads: dict[str, Any] = {}  # the agent's read-only tools, by name: the guard's own reads
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Seed the conversation's record with the messages passed in, before any other hook can rewrite them.

@@ -16,7 +16,7 @@ record), and every ``tools/call`` lands in it with its fate:
 * any other call is judged by :meth:`Guard.acheck` on the session's record. A
   block answers with ``CallToolResult(isError=True)`` carrying the remediation,
   and the upstream never sees the call. The upstream's tools the checklist declares ``mutating: false``
-  are the guard's own read tools (issue 33): a write blocked only for a read the session lacks is
+  are the guard's own read tools: a write blocked only for a read the session lacks is
   judged on the read the guard sends the upstream itself; that read goes to the guard's record and
   trace, never to the client.
 
@@ -228,7 +228,7 @@ class GuardedUpstream:
             return await self._forward(ctx, state, call, params, decision)
 
     def _fetch(self) -> LoopFetcher | None:
-        """The upstream's tools the checklist declares ``mutating: false``, for the guard's own reads (issue 33).
+        """The upstream's tools the checklist declares ``mutating: false``, for the guard's own reads.
 
         Only the checklist's word counts here (an upstream ``readOnlyHint`` lets a client call pass, never the
         guard call a tool on its own). A read goes to the guard's record and trace, not to the client's session

@@ -101,7 +101,7 @@ class GuardedTools:
         from policyguard.guard.fetching import read_tools
 
         self.fetch = read_tools(guard.checklist, self.tools)
-        """The read-only tools the guard may call itself when a write lacks a read (issue 33); None: none."""
+        """The read-only tools the guard may call itself when a write lacks a read; None: none."""
         self.effects = ledger
         if executor is None and ledger is None and any(s.effect for s in guard.checklist.tools.values()):
             from policyguard.enforcement.store import SQLiteStore

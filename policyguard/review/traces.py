@@ -40,7 +40,7 @@ class DecisionRow(BaseModel):
     findings: list[Violation] = Field(default_factory=list)
     fetches: list[dict[str, Any]] = Field(
         default_factory=list,
-        description="The reads the guard made itself while judging this call (``fetch`` trace events, issue 33).",
+        description="The reads the guard made itself while judging this call (``fetch`` trace events).",
     )
 
     @property

@@ -129,7 +129,7 @@ class ResultAnswer(BaseModel):
 
 
 class NeededRead(BaseModel):
-    """One read a ``block``'s ``needs_reads`` asks the client to make (issue 33).
+    """One read a ``block``'s ``needs_reads`` asks the client to make.
 
     Make it with the host's own read tool, then send the check again with the
     call (``call_id`` as given) and its result in the trajectory, just before the
