@@ -83,6 +83,21 @@ def replay_domain(data: DomainData) -> ReplayDomain:
             evaluator_classes=("other_users_order",),
             prepare=lambda transcript, tool, args, user_id: _retail_reads(raw, transcript, tool, args, user_id),
         )
+    if data.domain == "telecom":
+        from . import violations_telecom as telecom
+
+        raw = data.raw_db
+        return ReplayDomain(
+            name="telecom",
+            classes=telecom.CLASSES,
+            not_expressible=telecom.NOT_EXPRESSIBLE,
+            generate=telecom.generate,
+            contradicting_gold=telecom.POLICY_CONTRADICTING_GOLD,
+            gold_disagreements=telecom.GOLD_DISAGREEMENTS,
+            user_id=lambda task: telecom.task_customer(task, raw),
+            evaluator_classes=(),  # telecom's reward is env assertions on the user's device: see the docs
+            prepare=lambda transcript, tool, args, user_id: _telecom_reads(raw, transcript, user_id),
+        )
     raise ConfigError(f"the replay suite has no violations for the {data.domain!r} domain")
 
 
@@ -92,9 +107,28 @@ def disagreements(domain: str) -> dict[str, str]:
         from .violations_retail import GOLD_DISAGREEMENTS as RETAIL
 
         return RETAIL
+    if domain == "telecom":
+        from .violations_telecom import GOLD_DISAGREEMENTS as TELECOM
+
+        return TELECOM
     from .labels import GOLD_DISAGREEMENTS
 
     return GOLD_DISAGREEMENTS
+
+
+def _telecom_reads(raw: dict[str, Any], transcript: Transcript, user_id: str | None) -> list[str]:
+    """Look the customer up by phone when nobody was looked up yet (the principal's read takes a phone number)."""
+    from .violations_telecom import lookup
+
+    trajectory = transcript.trajectory()
+    if any(next(successful_results(trajectory, t), None) for t in ("get_customer_by_phone", "get_customer_by_id")):
+        return []
+    for customer in raw["customers"]:
+        if customer["customer_id"] == user_id:
+            name, args = lookup(customer)
+            transcript.call(name, args)
+            return [_label(name, args)]
+    return []
 
 
 LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")

@@ -96,6 +96,9 @@ class ViolationCase:
     resources: frozenset[str] = field(default_factory=frozenset)
     setup: tuple[tuple[str, dict[str, Any]], ...] = ()
     """Writes executed (unchecked, on a private environment) after ``reads``: the state the call is attempted in."""
+    init: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+    """(environment, function, arguments) run on a fresh environment before anything, as tau2 sets up a task's
+    initial state (telecom: a line suspended for an overdue bill, a contract that has ended)."""
 
 
 def policy_now(policy_text: str) -> datetime:

@@ -1,0 +1,103 @@
+"""tau2 telecom in the bench (issue 37): the offline replay with the shipped checklist, and the user's device tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("tau2")
+
+from policyguard.bench.tau2.domain import DomainData, available_domains, installed_domains, to_policyguard  # noqa: E402
+from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
+from policyguard.bench.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
+from policyguard.bench.tau2.transcript import Transcript  # noqa: E402
+from policyguard.bench.tau2.violations_telecom import CLASSES  # noqa: E402
+from policyguard.checklist.schema import load_checklist  # noqa: E402
+from policyguard.cli import main  # noqa: E402
+from policyguard.errors import ConfigError  # noqa: E402
+from policyguard.resources import shipped_checklist  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data() -> DomainData:
+    return DomainData.load("telecom")
+
+
+@pytest.fixture(scope="module")
+def report(data: DomainData) -> ReplayReport:
+    checklist = load_checklist(shipped_checklist("telecom"))
+    guard = build_guard("gate_only", checklist, data.policy_text)
+    assert guard is not None
+    return ReplaySuite(data, checklist, guard, config="gate_only").run(per_class=12, evaluate_tasks=[])
+
+
+def test_every_installed_domain_with_a_checklist_is_a_bench_domain() -> None:
+    assert {"airline", "retail", "telecom"} <= set(installed_domains())
+    assert "mock" not in installed_domains()
+    assert available_domains() == ["airline", "retail", "telecom"]
+    with pytest.raises(ConfigError, match="expected one of airline, retail, telecom"):
+        DomainData.load("mock")
+
+
+def test_the_telecom_data_loads_from_its_own_files(data: DomainData) -> None:
+    assert data.policy_text.startswith("# Telecom Agent Policy")  # main_policy.md, not policy.md
+    assert {c["customer_id"] for c in data.raw_db["customers"]} == {"C1001", "C1002", "C1003", "C1004"}  # db.toml
+    assert data.write_tools == {"suspend_line", "resume_line", "send_payment_request", "refuel_data",
+                                "enable_roaming", "disable_roaming"}  # fmt: skip
+    assert {"toggle_airplane_mode", "make_payment", "reset_apn_settings"} <= data.user_tools
+    assert not data.user_tools & data.write_tools
+
+
+def test_every_gold_write_passes(report: ReplayReport) -> None:
+    assert report.tasks == 2285
+    assert report.gold_false_blocks == 0 and report.gold_blocked_calls == []
+    assert report.gold_total == report.gold_passed == 2256
+    assert report.contradicting_gold == []
+
+
+def test_every_gate_rule_blocks_its_injected_violations(report: ReplayReport) -> None:
+    assert set(report.by_class) == set(CLASSES)
+    assert report.misses == [] and report.violations_blocked == report.violations_total == 68
+    checklist = load_checklist(shipped_checklist("telecom"))
+    gate_rules = {r.id for spec in checklist.tools.values() for r in spec.requirements if r.check}
+    assert len(gate_rules) == 12
+    caught = {rid for tally in report.by_class.values() for rid in tally.blocked_by}
+    assert gate_rules <= caught
+    # Each rule's own class isolates it: the state is set up so that only that rule fails.
+    assert report.by_class["resume_contract_ended"].blocked_by == {"resume-contract-not-ended": 2}
+    assert report.by_class["second_awaiting_payment"].blocked_by == {"pay-one-awaiting": 5}
+    assert report.by_class["refuel_over_cap"].blocked_by == {"refuel-cap": 12}
+
+
+def test_the_users_device_calls_are_the_users_never_facts(data: DomainData) -> None:
+    """A user's own tool call and its answer become user messages: no tool call of the agent, no tool result."""
+    task = data.task("[service_issue]overdue_bill_suspension[PERSONA:Easy]")
+    transcript = Transcript(data.task_env(task), prefix="x")
+    transcript.call("get_customer_by_phone", {"phone_number": "555-123-2002"})
+    transcript.call("send_payment_request", {"customer_id": "C1001", "bill_id": "B1234321"}, write=True)
+    answer = transcript.user_call("make_payment", {})
+    assert not answer.error
+    trajectory = to_policyguard(transcript.messages)
+    assert [m.role for m in trajectory.messages] == ["assistant", "tool", "assistant", "tool", "user", "user"]
+    assert trajectory.messages[4].content == "[on my device] make_payment({})"
+    assert str(trajectory.messages[5].content).startswith("[my device answered] ")
+    assert [r.call.name for r in trajectory.tool_results()] == ["get_customer_by_phone", "send_payment_request"]
+    bill: Any = json.loads(transcript.call("get_details_by_id", {"id": "B1234321"}).content)
+    assert bill["status"] == "Paid"  # the user's payment reached the agent's database, as in tau2
+
+
+def test_bench_replay_takes_telecom_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "replay", "--domain", "telecom", "--per-class", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["domain"] == "telecom" and out["evaluator_checks"] == []
+    assert out["verdict"]["as_expected"] is True
+
+
+def test_an_unknown_domain_is_refused_naming_the_domains(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "replay", "--domain", "banking"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown tau2 domain 'banking'; expected one of airline, retail, telecom" in err
