@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +102,48 @@ def test_an_unknown_domain_is_refused_naming_the_domains(capsys: pytest.CaptureF
     assert main(["bench", "replay", "--domain", "banking"]) == 2
     err = capsys.readouterr().err
     assert "unknown tau2 domain 'banking'; expected one of airline, retail, telecom" in err
+
+
+def _telecom_results(data: DomainData, tmp_path: Any, *, extra_refuel: float | None) -> Any:
+    """A tau2 results file holding one telecom simulation: the gold of the overdue-bill task, played for real
+    (the user pays on their device between the agent's writes), plus, if asked, a refuel above the cap."""
+    from tau2.data_model.simulation import Results, SimulationRun
+
+    task = data.task("[service_issue]overdue_bill_suspension[PERSONA:Easy]")
+    transcript = Transcript(data.task_env(task), prefix="s")
+    transcript.user("My phone has no service. I am John Smith, 555-123-2002.")
+    transcript.call("get_customer_by_phone", {"phone_number": "555-123-2002"})
+    transcript.call("get_bills_for_customer", {"customer_id": "C1001"})
+    transcript.call("get_details_by_id", {"id": "B1234321"})
+    transcript.call("send_payment_request", {"customer_id": "C1001", "bill_id": "B1234321"}, write=True)
+    transcript.user_call("make_payment", {})
+    transcript.call("get_bills_for_customer", {"customer_id": "C1001"})
+    transcript.call("get_details_by_id", {"id": "L1002"})
+    transcript.call("resume_line", {"customer_id": "C1001", "line_id": "L1002"}, write=True)
+    if extra_refuel is not None:
+        transcript.call("refuel_data", {"customer_id": "C1001", "line_id": "L1002", "gb_amount": extra_refuel})
+    base = json.loads((Path(__file__).parent / "sims_fixtures" / "sonnet45_airline_7sims.json").read_text())
+    base["info"]["environment_info"]["domain_name"] = "telecom"
+    results = Results.model_validate({**base, "tasks": [], "simulations": []})
+    run = SimulationRun(
+        id="t1", task_id=task.id, start_time="", end_time="", duration=0.0, termination_reason="user_stop",
+        messages=transcript.messages, trial=0, seed=0,
+    )  # fmt: skip
+    results.tasks = [task]
+    results.simulations = [run]
+    path = tmp_path / "telecom_results.json"
+    path.write_text(results.model_dump_json(), encoding="utf-8")
+    return path
+
+
+def test_bench_sims_judges_a_telecom_run_with_the_users_payment_in_it(
+    data: DomainData, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _telecom_results(data, tmp_path, extra_refuel=3.0)
+    code = main(["bench", "sims", str(path), "--domain", "telecom", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    rows = [(c["tool"], c["outcome"]) for c in out["calls"]]
+    # The payment request and the resumption (after the user paid on their device) pass; 3 GB is blocked.
+    assert rows == [("send_payment_request", "allow"), ("resume_line", "allow"), ("refuel_data", "block")], out
+    assert code == 0
+    assert out["by_requirement"] == {"refuel-cap": 1}
