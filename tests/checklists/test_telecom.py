@@ -63,3 +63,24 @@ def test_the_telecom_scenarios_decide_as_expected(policy: Path, capsys: pytest.C
     assert code == 0, out
     assert "10 of 10 scenario(s) as expected" in err
     assert out.count("ok ") == 10
+
+
+def test_the_adding_a_domain_page_starts_with_the_init_that_made_the_checklist(
+    policy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/checklists/adding-a-domain.md, block "init": run as written, beside a copy of main_policy.md."""
+    import shlex
+
+    from tests.docblocks import doc_block
+
+    command = shlex.split(doc_block("docs/checklists/adding-a-domain.md", "init").strip())
+    assert command[0] == "policyguard"
+    (tmp_path / "main_policy.md").write_text(policy.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(command[1:]) == 0
+    skeleton = load_checklist(tmp_path / "telecom.yaml")
+    todo = {name for name, spec in skeleton.tools.items() if spec.mutating}
+    shipped = load_checklist(shipped_checklist("telecom"))
+    assert skeleton.policy.version == shipped.policy.version  # the same policy text, pinned
+    assert todo == {name for name, spec in shipped.tools.items() if spec.mutating} | {"transfer_to_human_agents"}
+    assert len(skeleton.tools) == len(shipped.tools) == 13
