@@ -147,3 +147,25 @@ def test_bench_sims_judges_a_telecom_run_with_the_users_payment_in_it(
     assert rows == [("send_payment_request", "allow"), ("resume_line", "allow"), ("refuel_data", "block")], out
     assert code == 0
     assert out["by_requirement"] == {"refuel-cap": 1}
+
+
+@pytest.mark.parametrize(("bill", "outcome"), [("B1005", "allow"), ("B1004", "block")])
+def test_the_guard_reads_the_bill_itself_when_the_agent_did_not(data: DomainData, bill: str, outcome: str) -> None:
+    """Fetched facts on telecom: only the customer was looked up; the guard reads the bill and the bills through
+    the environment's read tools and decides on them (B1005 is overdue, B1004 paid)."""
+    from policyguard.bench.tau2.replay import _EnvReads
+    from policyguard.bench.tau2.transcript import as_call
+
+    checklist = load_checklist(shipped_checklist("telecom"))
+    guard = build_guard("gate_only", checklist, data.policy_text)
+    assert guard is not None
+    transcript = Transcript(data.fresh_env(), prefix="f")
+    transcript.user("I want to pay my overdue bill. My number is 555-123-1002.")
+    transcript.call("get_customer_by_phone", {"phone_number": "555-123-1002"})
+    pending = transcript.new_call("send_payment_request", {"customer_id": "C1002", "bill_id": bill})
+    unfetched = guard.check(as_call(pending), transcript.trajectory())
+    assert unfetched.outcome == "block"  # the bill was never read
+    decision = guard.check(as_call(pending), transcript.trajectory(), fetch=_EnvReads(transcript.env))  # type: ignore[call-arg]
+    assert decision.outcome == outcome
+    if outcome == "block":
+        assert [r.id for r in decision.requirements if r.status == "NOT_MET"] == ["pay-overdue-only"]
