@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("tau2")
 
 from policyguard.bench.tau2.domain import DomainData, available_domains, installed_domains, to_policyguard  # noqa: E402
+from policyguard.bench.tau2.domains.telecom.violations import CLASSES  # noqa: E402
 from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
 from policyguard.bench.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
 from policyguard.bench.tau2.transcript import Transcript  # noqa: E402
-from policyguard.bench.tau2.violations_telecom import CLASSES  # noqa: E402
 from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.cli import main  # noqa: E402
 from policyguard.errors import ConfigError  # noqa: E402

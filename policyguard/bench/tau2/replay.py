@@ -4,20 +4,20 @@ No model is needed. For every task of the domain (airline or retail) the gold
 actions are replayed on a fresh tau2 environment (real tool results, in order).
 Before each gold write the harness behaves like a diligent agent: it
 authenticates the user and makes any read the checklist's facts need that the
-gold actions lack, plus the domain's own (:mod:`.replay_domains`; listed per
+gold actions lack, plus the domain's own (``domains/<name>/``; listed per
 task in ``inserted_reads``), summarises the action and gets the user's "yes". Then
 the write goes through the guard and must pass. With ``gate_only`` the
 procedural requirements (confirmation, asking for the reason, ...) stay
 UNVERIFIED and the guard allows them: "pass" for gate_only means "the formal
 layer found nothing wrong".
 
-Then every generated violation (:mod:`.violations`, :mod:`.violations_retail`) is attempted after its
+Then every generated violation (``domains/<name>/violations.py``) is attempted after its
 reads and a user "yes"; it must be blocked. Finally, for a sample of tasks (or
 all), tau2's own evaluator scores the gold dialogue plus an injected violation:
 blocked and removed it must keep reward 1; executed it must drop to 0.
 
-Tasks whose gold actions contradict the written policy (:data:`.labels.
-POLICY_CONTRADICTING_GOLD`) are replayed like the others but reported apart;
+Tasks whose gold actions contradict the written policy (``contradicting_gold`` of the
+domain's profile, ``domains/<name>/``) are replayed like the others but reported apart;
 the rules are not bent to pass them.
 """
 
@@ -36,11 +36,11 @@ from policyguard.decision import Decision
 from policyguard.errors import ConfigError
 
 from . import probes
+from .cases import ViolationCase
 from .domain import DomainData, communicate_info, gold_actions, task_actions
 from .guarding import CallChecker
 from .replay_domains import replay_domain
 from .transcript import Transcript, as_call, ensure_reads
-from .violations import ViolationCase
 
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Task

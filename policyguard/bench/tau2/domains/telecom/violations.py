@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .violations import ViolationCase, take
+from ...cases import ViolationCase, take
 
 CLASSES: dict[str, str] = {
     "other_customers_line": "suspend, resume, refuel or change roaming on a line of another customer",
@@ -333,7 +333,7 @@ def task_customer(task: Any, raw_db: dict[str, Any]) -> str | None:
     """The customer a telecom task is about: from the gold or the initial state, else the phone number given."""
     import re
 
-    from .domain import task_actions
+    from ...domain import task_actions
 
     ids = {c["customer_id"] for c in raw_db["customers"]}
     state = task.initial_state
