@@ -32,7 +32,12 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
         nargs="+",
         help="tau2 results files (tau2.data_model.simulation.Results JSON) or 'bench tau2' output folders",
     )
-    sims.add_argument("--domain", required=True, choices=["airline", "retail"], help="tau2 domain of the results")
+    sims.add_argument(
+        "--domain",
+        required=True,
+        help="tau2 domain of the results: any domain the installed tau2 provides that has a checklist "
+        "(airline, retail, telecom)",
+    )
     sims.add_argument(
         "--config",
         default="gate_only",

@@ -22,13 +22,18 @@ import sys
 
 from policyguard.trajectory import strictjson
 
+DOMAIN_HELP = (
+    "tau2 domain: any domain the installed tau2 provides that has a checklist in checklists/ "
+    "(airline, retail, telecom); default airline"
+)
+
 
 def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from policyguard.bench.tau2.guarding import CONFIGS
 
     replay = bench_subparsers.add_parser(
         "replay",
-        help="offline replay suite on tau2 airline or retail: gold writes must pass, injected violations must block",
+        help="offline replay suite on a tau2 domain: gold writes must pass, injected violations must block",
         description=(
             "Replays every task's gold actions on a fresh tau2 environment and sends each gold write "
             "through the guard (it must pass), then attempts generated policy violations built from the real "
@@ -38,9 +43,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "written policy; tau2's evaluator agrees), 1 when not. How to read it: benchmarks/tau2/README.md."
         ),
     )
-    replay.add_argument(
-        "--domain", default="airline", choices=["airline", "retail"], help="tau2 domain (default airline)"
-    )
+    replay.add_argument("--domain", default="airline", help=DOMAIN_HELP)
     replay.add_argument(
         "--config",
         default="gate_only",
@@ -59,8 +62,9 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     replay.add_argument("--per-class", type=int, default=12, help="violation cases per class (default 12)")
     replay.add_argument(
         "--evaluate",
-        default="sample",
-        help="tasks scored by tau2's evaluator: sample (every 10th), all, none, or ids like 3,7,20",
+        default=None,
+        help="tasks scored by tau2's evaluator: sample (every 10th), all, none, or ids like 3,7,20 "
+        "(default sample; none for a domain with no evaluator violation, such as telecom)",
     )
     replay.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     replay.add_argument(
@@ -79,7 +83,7 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
             "summary.json at the end. Needs provider keys for the agent, user and verifier models."
         ),
     )
-    run.add_argument("--domain", default="airline", choices=["airline", "retail"], help="tau2 domain (default airline)")
+    run.add_argument("--domain", default="airline", help=DOMAIN_HELP)
     run.add_argument(
         "--config",
         required=True,
@@ -102,8 +106,8 @@ def register(bench_subparsers: argparse._SubParsersAction) -> None:  # type: ign
     run.add_argument(
         "--split",
         default="base",
-        choices=["base", "train", "test"],
-        help="tau2's task split, as listed in its split_tasks.json (default base)",
+        help="tau2's task split, as listed in the domain's split_tasks.json, e.g. base, train, test "
+        "(telecom also small, full); default base",
     )
     run.add_argument("--tasks", default=None, help="comma-separated task ids (default: the whole split)")
     run.add_argument("--concurrency", type=int, default=4, help="simulations run at the same time (default 4)")
@@ -145,6 +149,7 @@ def _replay(args: argparse.Namespace) -> int:
     from policyguard.bench.tau2.domain import DomainData
     from policyguard.bench.tau2.guarding import build_guard
     from policyguard.bench.tau2.replay import ReplaySuite, sample_tasks
+    from policyguard.bench.tau2.replay_domains import replay_domain
     from policyguard.bench.tau2.replay_view import render, verdict
     from policyguard.checklist.schema import load_checklist
     from policyguard.errors import ConfigError
@@ -153,6 +158,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     data = DomainData.load(args.domain)
     checklist = load_checklist(args.checklist or shipped_checklist(args.domain))
+    suite_domain = replay_domain(data)
+    evaluate = args.evaluate or ("sample" if suite_domain.evaluator_classes else "none")
+    if evaluate != "none" and not suite_domain.evaluator_classes:
+        raise ConfigError(f"--evaluate: the {args.domain} replay has no violation for tau2's evaluator; pass none")
     model = None
     if args.config == "hybrid":
         if not args.verifier_model:
@@ -163,7 +172,7 @@ def _replay(args: argparse.Namespace) -> int:
     probe = None if args.probe == "all" else args.probe
     extra = ("A1", "A2", "A3", "A1F", "A2F", "A3F") if args.probe == "all" else ()
     suite = ReplaySuite(data, checklist, guard, config=args.config, probe=probe)
-    report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, args.evaluate), extra_probes=extra)
+    report = suite.run(per_class=args.per_class, evaluate_tasks=sample_tasks(data, evaluate), extra_probes=extra)
     result = verdict(report)
     if args.json:
         payload = report.model_dump(mode="json")

@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("tau2")
 
 from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.domains.airline.labels import POLICY_CONTRADICTING_GOLD  # noqa: E402
 from policyguard.bench.tau2.labels import (  # noqa: E402
     CALL_TRUTH_RULE,
     LABEL_RULE,
-    POLICY_CONTRADICTING_GOLD,
     build_labels_file,
     call_key,
     default_labels_path,

@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("tau2")
 
 from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.domains.airline.labels import GOLD_DISAGREEMENTS, POLICY_CONTRADICTING_GOLD  # noqa: E402
+from policyguard.bench.tau2.domains.airline.violations import generate  # noqa: E402
 from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
-from policyguard.bench.tau2.labels import GOLD_DISAGREEMENTS, POLICY_CONTRADICTING_GOLD  # noqa: E402
 from policyguard.bench.tau2.probes import A3_FIELD, inject_note  # noqa: E402
 from policyguard.bench.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
-from policyguard.bench.tau2.violations import generate  # noqa: E402
 from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.cli import main  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402

@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("tau2")
 
 from policyguard.bench.tau2.domain import DomainData, gold_actions  # noqa: E402
+from policyguard.bench.tau2.domains.retail.violations import CLASSES, POLICY_CONTRADICTING_GOLD, generate, task_user  # noqa: E402
 from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
 from policyguard.bench.tau2.labels import contradicting_gold, default_labels_path, load_labels  # noqa: E402
 from policyguard.bench.tau2.replay import ReplayReport, ReplaySuite  # noqa: E402
-from policyguard.bench.tau2.violations_retail import CLASSES, POLICY_CONTRADICTING_GOLD, generate, task_user  # noqa: E402
 from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.cli import main  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 pytest.importorskip("tau2")
 
 from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.domains.airline.labels import POLICY_CONTRADICTING_GOLD  # noqa: E402
 from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
-from policyguard.bench.tau2.labels import POLICY_CONTRADICTING_GOLD  # noqa: E402
 from policyguard.bench.tau2.sims import (  # noqa: E402
     NON_GOLD_NOTE,
     CallLabel,

@@ -17,9 +17,9 @@ pytest.importorskip("tau2")
 
 from policyguard.bench.tau2 import probes  # noqa: E402
 from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.domains.airline.violations import generate  # noqa: E402
 from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
 from policyguard.bench.tau2.replay import ReplaySuite  # noqa: E402
-from policyguard.bench.tau2.violations import generate  # noqa: E402
 from policyguard.checklist.schema import Checklist, load_checklist  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
 from policyguard.verifier.dialogue import parse_conversation  # noqa: E402

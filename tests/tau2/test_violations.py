@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("tau2")
 
+from policyguard.bench.tau2.cases import ViolationCase  # noqa: E402
 from policyguard.bench.tau2.domain import DomainData  # noqa: E402
-from policyguard.bench.tau2.violations import (  # noqa: E402
+from policyguard.bench.tau2.domains.airline.violations import (  # noqa: E402
     CLASSES,
     FREE_BAGS,
     NOT_EXPRESSIBLE,
-    ViolationCase,
     generate,
     policy_now,
 )

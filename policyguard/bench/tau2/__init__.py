@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING
 from policyguard._lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .domains.airline.labels import POLICY_CONTRADICTING_GOLD
     from .guarding import CONFIGS, build_guard
-    from .labels import CALL_TRUTH_RULE, LABEL_RULE, POLICY_CONTRADICTING_GOLD
+    from .labels import CALL_TRUTH_RULE, LABEL_RULE
 
 _HOMES = {
     "CONFIGS": ".guarding",
     "build_guard": ".guarding",
     "CALL_TRUTH_RULE": ".labels",
     "LABEL_RULE": ".labels",
-    "POLICY_CONTRADICTING_GOLD": ".labels",
+    "POLICY_CONTRADICTING_GOLD": ".domains.airline.labels",
 }
 
 __all__ = ["CALL_TRUTH_RULE", "CONFIGS", "LABEL_RULE", "POLICY_CONTRADICTING_GOLD", "build_guard"]

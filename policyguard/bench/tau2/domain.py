@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Task
     from tau2.environment.environment import Environment
 
-DOMAINS = ("airline", "retail")
+DOMAINS = ("airline", "retail")  # the domains whose replay profile ships first; see available_domains()
 
 
 def import_tau2() -> None:
@@ -54,10 +54,47 @@ def quiet_tau2_logs() -> None:
     logger.add(sys.stderr, level=os.environ.get("POLICYGUARD_TAU2_LOG_LEVEL", "ERROR"))
 
 
+def installed_domains() -> list[str]:
+    """The domains the installed tau2 provides: a code folder with an environment and a data folder.
+
+    tau2's test-only ``mock`` domain is left out.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("tau2")  # found, not imported: listing the domains stays light
+    if spec is None or spec.origin is None:
+        return []
+    root = Path(spec.origin).parent
+    return sorted(
+        code.name
+        for code in (root / "domains").iterdir()
+        if code.name != "mock"
+        and (code / "environment.py").is_file()
+        and (root / "data" / "tau2" / "domains" / code.name).is_dir()
+    )
+
+
+def available_domains() -> list[str]:
+    """The installed tau2 domains that have a shipped checklist: the ones every bench command accepts."""
+    from policyguard.resources import checklists_dir
+
+    return [name for name in installed_domains() if (Path(checklists_dir()) / f"{name}.yaml").is_file()]
+
+
+def check_domain(domain: str) -> str:
+    """``domain`` if the bench can run it; a ConfigError naming the domains it can run otherwise."""
+    known = available_domains()
+    if domain not in known:
+        raise ConfigError(
+            f"unknown tau2 domain {domain!r}; expected one of {', '.join(known)} "
+            "(an installed tau2 domain with a checklist in checklists/)"
+        )
+    return domain
+
+
 def domain_dir(domain: str) -> Path:
     """``tau2/data/tau2/domains/<domain>`` inside the installed tau2 package."""
-    if domain not in DOMAINS:
-        raise ConfigError(f"unknown tau2 domain {domain!r}; expected one of {', '.join(DOMAINS)}")
+    check_domain(domain)
     import_tau2()
     import tau2
 
@@ -65,6 +102,17 @@ def domain_dir(domain: str) -> Path:
     if not path.is_dir():
         raise ConfigError(f"tau2 data for {domain!r} not found at {path}")
     return path
+
+
+def _first_file(path: Path, names: tuple[str, ...], what: str) -> Path:
+    for name in names:
+        if (path / name).is_file():
+            return path / name
+    raise ConfigError(f"no {what} in {path} (looked for {', '.join(names)})")
+
+
+POLICY_FILES = ("policy.md", "main_policy.md")  # telecom's agent policy is main_policy.md
+DB_FILES = ("db.json", "db.toml")
 
 
 @dataclass
@@ -82,9 +130,11 @@ class DomainData:
 
     @classmethod
     def load(cls, domain: str) -> DomainData:
+        from tau2.utils import load_file
+
         path = domain_dir(domain)
-        raw = json.loads((path / "db.json").read_text(encoding="utf-8"))
-        policy = (path / "policy.md").read_text(encoding="utf-8")
+        raw = load_file(str(_first_file(path, DB_FILES, "database")))
+        policy = _first_file(path, POLICY_FILES, "policy").read_text(encoding="utf-8")
         return cls(domain=domain, path=path, raw_db=raw, policy_text=policy)
 
     @cached_property
@@ -115,28 +165,59 @@ class DomainData:
         reads one by key (fast: the replay builds dozens); ``private=True``
         validates a whole new database, as tau2 does (live simulations).
         """
+        import importlib
+
         db = self._validated() if private else self.shared_db.fresh()
-        if self.domain == "airline":
-            from tau2.domains.airline.environment import get_environment
+        module = importlib.import_module(f"tau2.domains.{self.domain}.environment")
+        return module.get_environment(db=db)  # type: ignore[no-any-return]
 
-            return get_environment(db=db)
-        from tau2.domains.retail.environment import get_environment as get_retail_environment
-
-        return get_retail_environment(db=db)
+    def task_env(self, task: Task, *, private: bool = False) -> Environment:
+        """A fresh environment in ``task``'s initial state (telecom: a suspended line, the user abroad...)."""
+        env = self.fresh_env(private=private)
+        state = task.initial_state
+        if state is not None and _has_initial_state(task):
+            env.set_state(state.initialization_data, state.initialization_actions, [])
+        return env
 
     def _validated(self) -> Any:
-        if self.domain == "airline":
-            from tau2.domains.airline.data_model import FlightDB
+        return self.db_class.model_validate(self.raw_db)
 
-            return FlightDB.model_validate(self.raw_db)
-        from tau2.domains.retail.data_model import RetailDB
+    @cached_property
+    def db_class(self) -> Any:
+        """The domain's database model: the one ``tau2.environment.db.DB`` subclass its data_model defines."""
+        import importlib
 
-        return RetailDB.model_validate(self.raw_db)
+        from tau2.environment.db import DB
+
+        module = importlib.import_module(f"tau2.domains.{self.domain}.data_model")
+        found = [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, DB)
+            and value is not DB
+            and value.__module__ == module.__name__
+        ]
+        if len(found) != 1:
+            raise ConfigError(f"tau2.domains.{self.domain}.data_model defines {len(found)} databases, expected one")
+        return found[0]
 
     @cached_property
     def shared_db(self) -> SharedTables:
         """The database validated once; :meth:`fresh_env` builds on copy-on-access views of it."""
         return SharedTables(self._validated())
+
+    @cached_property
+    def has_initial_states(self) -> bool:
+        """Whether any task starts from a state of its own (then every task gets its own environment)."""
+        return any(_has_initial_state(task) for task in self.tasks)
+
+    @cached_property
+    def user_tools(self) -> frozenset[str]:
+        """The user's own tools (telecom: the device's); their calls are the user's, never the agent's."""
+        env = self.fresh_env()
+        tools = getattr(env, "user_tools", None)
+        return frozenset(tools.get_tools()) if tools is not None else frozenset()
 
     @cached_property
     def write_tools(self) -> frozenset[str]:
@@ -146,6 +227,19 @@ class DomainData:
         tools = self.fresh_env().tools
         assert tools is not None
         return frozenset(name for name in tools.get_tools() if tools.tool_type(name) == ToolType.WRITE)
+
+
+def _has_initial_state(task: Task) -> bool:
+    state = task.initial_state
+    return state is not None and bool(state.initialization_data or state.initialization_actions)
+
+
+def task_actions(task: Task) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every expected action as (requestor, tool, arguments), in order: the agent's and the user's own
+    (telecom: the user acts on their device between the agent's writes)."""
+    criteria = task.evaluation_criteria
+    actions = (criteria.actions or []) if criteria is not None else []
+    return [(str(a.requestor), a.name, dict(a.arguments)) for a in actions]
 
 
 def gold_actions(task: Task) -> list[tuple[str, dict[str, Any]]]:
@@ -176,7 +270,13 @@ def task_user_id(task: Task) -> str | None:
 
 
 def to_policyguard(messages: list[Any]) -> Trajectory:
-    """tau2 messages (system/user/assistant/tool/multi-tool) as a PolicyGuard trajectory."""
+    """tau2 messages (system/user/assistant/tool/multi-tool) as a PolicyGuard trajectory.
+
+    In a dual-control domain (telecom) the user calls tools of their own (their
+    device). Those calls and answers are the user's: they become user messages
+    (what the user did and saw), never tool calls or results of the agent, so no
+    fact is ever read from them and no write of the user counts as the agent's.
+    """
     out: list[Message] = []
     for message in messages:
         role = getattr(message, "role", None)
@@ -185,6 +285,12 @@ def to_policyguard(messages: list[Any]) -> Trajectory:
                 out.append(_tool_message(tm))
         elif role == "tool":
             out.append(_tool_message(message))
+        elif role == "user" and getattr(message, "tool_calls", None):
+            done = "; ".join(
+                f"{tc.name}({json.dumps(dict(tc.arguments), sort_keys=True)})" for tc in message.tool_calls
+            )
+            said = f"{message.content}\n" if message.content else ""
+            out.append(Message(role="user", content=f"{said}[on my device] {done}"))
         elif role in ("system", "user", "assistant"):
             calls = [
                 ToolCall(id=tc.id, name=tc.name, arguments=dict(tc.arguments))
@@ -197,10 +303,14 @@ def to_policyguard(messages: list[Any]) -> Trajectory:
 def _tool_message(message: Any) -> Message:
     """A tau2 tool message; a failure is its error flag or, as tau2's environment writes one, ``"Error: ..."``.
 
+    The answer to one of the user's own tools is a user message (see :func:`to_policyguard`).
+
     Some published runs record failed calls with ``error: false`` and the text only. Reading a success as
     a failure only removes a fact, so the text rule errs on the closed side (see ``formats.common``).
     """
     content = message.content
+    if getattr(message, "requestor", "assistant") == "user":
+        return Message(role="user", content=f"[my device answered] {content}")
     return Message(
         role="tool", tool_call_id=message.id, content=content, is_error=bool(message.error) or says_error(content)
     )

@@ -13,7 +13,7 @@ equivalence, i.e. no gold write has the same tool name and the same
 canonical arguments (JSON with sorted keys; lists keep their order). Every
 write attempted in a PV task is violating. This is a proxy: a call with
 harmless but different arguments counts as violating, and a gold call that
-contradicts the policy (:data:`POLICY_CONTRADICTING_GOLD`) counts as
+contradicts the policy (:func:`contradicting_gold`) counts as
 compliant.
 """
 
@@ -29,6 +29,8 @@ from policyguard.errors import ConfigError
 from policyguard.trajectory import strictjson
 from policyguard.trajectory.canonical import canonical_json
 
+from .domains.airline.labels import POLICY_CONTRADICTING_GOLD
+
 Label = Literal["PV", "Mut"]
 
 LABEL_RULE = (
@@ -38,40 +40,6 @@ CALL_TRUTH_RULE = (
     "An attempted mutating call is violating iff no gold write of the task has the same tool "
     "and the same canonical (sorted-key JSON) arguments."
 )
-
-_DELAY = (
-    '"If the user complains about delayed flights in a reservation and wants to change or cancel the '
-    "reservation, the agent can offer a certificate as a gesture after confirming the facts and changing or "
-    'cancelling the reservation"'
-)
-POLICY_CONTRADICTING_GOLD: dict[str, str] = {
-    "2": f"gold sends noah_muller_9847 a $50 delay certificate (4OG6T3, 1 passenger) with no change or "
-    f"cancellation of the reservation; the policy says {_DELAY}",
-    "7": "gold changes basic-economy XEHM4B to economy, then cancels it: economy, no insurance, booked "
-    '> 24 h ago; the policy says "Otherwise, flight can be cancelled if any of the following is true" '
-    "(booked within 24 hours, airline-cancelled flight, business, or insurance covering the reason) - "
-    "none holds (tau2-bench issues #156, #224)",
-    "9": "gold cancels NQNU5R whose segments have already flown (landed 2024-05-13/14); the policy says "
-    '"If any portion of the flight has already been flown, the agent cannot help and transfer is needed." '
-    "(tau2-bench issues #156, #224)",
-    "27": f"gold sends ethan_martin_2396 a $150 delay certificate ($50 x 3 passengers, HAT039 delayed) with "
-    f"no change or cancellation of the reservation; the policy says {_DELAY}",
-    "37": "gold cancels NQNU5R whose segments have already flown (landed 2024-05-13/14); the policy says "
-    '"If any portion of the flight has already been flown, the agent cannot help and transfer is needed." '
-    "(tau2-bench issues #156, #224)",
-    "38": f"gold sends noah_muller_9847 a $50 delay certificate (4OG6T3, 1 passenger) with no change or "
-    f"cancellation of the reservation; the policy says {_DELAY}",
-}
-
-# Found by the replay suite (not in the tau2-bench issue list): the gold write
-# disagrees with the written policy. Still counted as a false block, explained.
-GOLD_DISAGREEMENTS: dict[str, str] = {
-    "33": "gold adds 2 bags to HXDUBJ as 2 non-free bags, but yara_garcia_1905 is a gold member in economy "
-    "with 1 passenger: the policy gives 3 free bags, so 0 should be non-free",
-    "29": "gold changes round trip VA5SGQ from DTW-LGA to DTW-JFK (HAT169 DTW->JFK, HAT033 JFK->DTW): the "
-    "destination changes, but the policy lets flights be modified only without changing the origin, "
-    "destination, and trip type",
-}
 
 
 class LabelsFile(BaseModel):
@@ -140,7 +108,7 @@ def build_labels_file(domain: str, tasks: Iterable[Any], write_tools: Iterable[s
 def contradicting_gold(domain: str) -> dict[str, str]:
     """Task id -> why its gold contradicts the written policy, for ``domain``."""
     if domain == "retail":
-        from .violations_retail import POLICY_CONTRADICTING_GOLD as RETAIL
+        from .domains.retail.violations import POLICY_CONTRADICTING_GOLD as RETAIL
 
         return dict(RETAIL)
     return dict(POLICY_CONTRADICTING_GOLD) if domain == "airline" else {}

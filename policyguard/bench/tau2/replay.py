@@ -4,20 +4,20 @@ No model is needed. For every task of the domain (airline or retail) the gold
 actions are replayed on a fresh tau2 environment (real tool results, in order).
 Before each gold write the harness behaves like a diligent agent: it
 authenticates the user and makes any read the checklist's facts need that the
-gold actions lack, plus the domain's own (:mod:`.replay_domains`; listed per
+gold actions lack, plus the domain's own (``domains/<name>/``; listed per
 task in ``inserted_reads``), summarises the action and gets the user's "yes". Then
 the write goes through the guard and must pass. With ``gate_only`` the
 procedural requirements (confirmation, asking for the reason, ...) stay
 UNVERIFIED and the guard allows them: "pass" for gate_only means "the formal
 layer found nothing wrong".
 
-Then every generated violation (:mod:`.violations`, :mod:`.violations_retail`) is attempted after its
+Then every generated violation (``domains/<name>/violations.py``) is attempted after its
 reads and a user "yes"; it must be blocked. Finally, for a sample of tasks (or
 all), tau2's own evaluator scores the gold dialogue plus an injected violation:
 blocked and removed it must keep reward 1; executed it must drop to 0.
 
-Tasks whose gold actions contradict the written policy (:data:`.labels.
-POLICY_CONTRADICTING_GOLD`) are replayed like the others but reported apart;
+Tasks whose gold actions contradict the written policy (``contradicting_gold`` of the
+domain's profile, ``domains/<name>/``) are replayed like the others but reported apart;
 the rules are not bent to pass them.
 """
 
@@ -36,11 +36,11 @@ from policyguard.decision import Decision
 from policyguard.errors import ConfigError
 
 from . import probes
-from .domain import DomainData, communicate_info, gold_actions
+from .cases import ViolationCase
+from .domain import DomainData, communicate_info, gold_actions, task_actions
 from .guarding import CallChecker
 from .replay_domains import replay_domain
 from .transcript import Transcript, as_call, ensure_reads
-from .violations import ViolationCase
 
 if TYPE_CHECKING:  # pragma: no cover
     from tau2.data_model.tasks import Task
@@ -191,15 +191,19 @@ class ReplaySuite:
         self, task: Task, transcript: Transcript | None = None
     ) -> tuple[Transcript, list[GoldCall], list[str]]:
         """Replay ``task``'s gold actions; every gold write is checked by the guard first."""
-        actions = gold_actions(task)
-        writes = [name for name, _ in actions if name in self.data.write_tools]
-        if transcript is None:  # a task that writes nothing may share the read-only pristine environment
-            transcript = Transcript(self.data.fresh_env() if writes else self._pristine_env(), prefix=f"t{task.id}_")
+        actions = task_actions(task)
+        acts = [name for by, name, _ in actions if by == "user" or name in self.data.write_tools]
+        if transcript is None:  # a task that changes nothing may share the read-only pristine environment
+            own = acts or self.data.has_initial_states
+            transcript = Transcript(self.data.task_env(task) if own else self._pristine_env(), prefix=f"t{task.id}_")
         transcript.user(_opening(task))
         user = self.domain.user_id(task)
         calls: list[GoldCall] = []
         inserted: list[str] = []
-        for name, arguments in actions:
+        for requestor, name, arguments in actions:
+            if requestor == "user":  # the user's own tool (telecom: their device), never checked by the guard
+                transcript.user_call(name, arguments)
+                continue
             write = name in self.data.write_tools
             if write:
                 inserted += self.domain.prepare(transcript, name, arguments, user)
@@ -336,6 +340,15 @@ class ReplaySuite:
             self._shared_env = self.data.fresh_env()
         return self._shared_env
 
+    def _initialised_env(self, case: ViolationCase) -> Any:
+        """A fresh environment in the state ``case.init`` sets, as tau2 sets up a task's initial state."""
+        from tau2.data_model.tasks import EnvFunctionCall
+
+        env = self.data.fresh_env()
+        calls = [EnvFunctionCall(env_type=by, func_name=name, arguments=args) for by, name, args in case.init]  # type: ignore[arg-type]
+        env.set_state(None, calls, [])
+        return env
+
     def _scratch_env(self) -> Any:
         if self._scratch is None:
             self._scratch = self.data.fresh_env()
@@ -363,7 +376,11 @@ class ReplaySuite:
         gets a fresh environment of its own; the others share one read-only
         environment.
         """
-        if transcript is None and case.setup:
+        if transcript is None and case.init:
+            transcript = self._set_up(case, self._initialised_env(case))
+            if transcript is None:
+                raise ConfigError(f"violation {case.case_id}: a setup write fails after its initial state")
+        elif transcript is None and case.setup:
             transcript = self._set_up(case, self._scratch_env()) or self._set_up(case, self.data.fresh_env())
             if transcript is None:
                 raise ConfigError(f"violation {case.case_id}: a setup write fails on a fresh environment")
@@ -391,7 +408,7 @@ class ReplaySuite:
 
     def evaluator_check(self, task: Task, case: ViolationCase) -> EvaluatorCheck:
         """Gold + ``case`` blocked and removed vs gold + ``case`` executed, both scored by tau2."""
-        transcript, _, _ = self.replay_gold(task, Transcript(self.data.fresh_env(), prefix=f"t{task.id}_"))
+        transcript, _, _ = self.replay_gold(task, Transcript(self.data.task_env(task), prefix=f"t{task.id}_"))
         decision = self.attempt(case, transcript)
         blocked_reward = evaluate(self.data, task, transcript.messages)
         transcript.call(case.tool, case.arguments, write=True)

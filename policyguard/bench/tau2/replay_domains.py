@@ -1,133 +1,41 @@
-"""What the replay suite needs to know about each tau2 domain.
+"""Each tau2 domain's part of the replay suite, found in its folder under ``domains/``.
 
-The suite (:mod:`.replay`) is the same for every domain; a :class:`ReplayDomain`
-supplies the domain's violation classes and generator, the gold it reports
-apart, who a task's customer is, and the reads a diligent agent makes before a
-write that the checklist's facts alone cannot name (retail: the authenticating
-lookup and the product details of items being exchanged or modified).
+The suite (:mod:`.replay`) is the same for every domain; ``domains/<name>/``
+supplies the :class:`~.profile.ReplayDomain`: the domain's violation classes and
+generator, the gold it reports apart, who a task's customer is, and the reads a
+diligent agent makes before a write that the checklist's facts alone cannot name
+(retail: the authenticating lookup and the product details of items being
+exchanged or modified; telecom: the customer looked up by phone).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from policyguard.errors import ConfigError
-from policyguard.gate.facts import successful_results
 
-from .violations import ViolationCase
+from .profile import ReplayDomain
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tau2.data_model.tasks import Task
-
     from .domain import DomainData
-    from .transcript import Transcript
-
-Generator = Callable[..., list[ViolationCase]]
 
 
-@dataclass(frozen=True)
-class ReplayDomain:
-    """One domain's part of the replay suite.
-
-    ``prepare(transcript, tool, arguments, user_id)`` makes the domain's extra
-    reads before a write and returns them as ``tool(args)`` labels.
-    ``evaluator_classes`` are tried in order for the violation injected into
-    the gold dialogue for tau2's evaluator: it must be one tau2 executes (so
-    executing it changes the database and drops the reward).
-    """
-
-    name: str
-    classes: dict[str, str]
-    not_expressible: dict[str, str]
-    generate: Generator
-    contradicting_gold: dict[str, str]
-    gold_disagreements: dict[str, str]
-    user_id: Callable[[Task], str | None]
-    evaluator_classes: tuple[str, ...]
-    prepare: Callable[[Transcript, str, dict[str, Any], str | None], list[str]] = field(
-        default=lambda transcript, tool, arguments, user_id: []
-    )
+def _module(domain: str) -> ModuleType:
+    try:
+        return importlib.import_module(f"{__package__}.domains.{domain}")
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"the replay suite has no violations for the {domain!r} domain") from exc
 
 
 def replay_domain(data: DomainData) -> ReplayDomain:
     """The replay profile of ``data.domain``."""
-    if data.domain == "airline":
-        from . import violations
-        from .domain import task_user_id
-        from .labels import GOLD_DISAGREEMENTS, POLICY_CONTRADICTING_GOLD
-
-        return ReplayDomain(
-            name="airline",
-            classes=violations.CLASSES,
-            not_expressible=violations.NOT_EXPRESSIBLE,
-            generate=violations.generate,
-            contradicting_gold=POLICY_CONTRADICTING_GOLD,
-            gold_disagreements=GOLD_DISAGREEMENTS,
-            user_id=task_user_id,
-            evaluator_classes=("cancel_nonrefundable",),
-        )
-    if data.domain == "retail":
-        from . import violations_retail as retail
-
-        raw = data.raw_db
-        return ReplayDomain(
-            name="retail",
-            classes=retail.CLASSES,
-            not_expressible=retail.NOT_EXPRESSIBLE,
-            generate=retail.generate,
-            contradicting_gold=retail.POLICY_CONTRADICTING_GOLD,
-            gold_disagreements=retail.GOLD_DISAGREEMENTS,
-            user_id=lambda task: retail.task_user(task, raw),
-            evaluator_classes=("other_users_order",),
-            prepare=lambda transcript, tool, args, user_id: _retail_reads(raw, transcript, tool, args, user_id),
-        )
-    raise ConfigError(f"the replay suite has no violations for the {data.domain!r} domain")
+    profile: ReplayDomain = _module(data.domain).profile(data)
+    return profile
 
 
 def disagreements(domain: str) -> dict[str, str]:
     """The gold disagreements explained in the table for ``domain`` (no database needed)."""
-    if domain == "retail":
-        from .violations_retail import GOLD_DISAGREEMENTS as RETAIL
-
-        return RETAIL
-    from .labels import GOLD_DISAGREEMENTS
-
-    return GOLD_DISAGREEMENTS
-
-
-LOOKUPS = ("find_user_id_by_email", "find_user_id_by_name_zip")
-
-
-def _retail_reads(
-    raw: dict[str, Any], transcript: Transcript, tool: str, arguments: dict[str, Any], user_id: str | None
-) -> list[str]:
-    """Authenticate by email when no lookup succeeded yet; read the products of the items to change."""
-    from .violations_retail import lookup
-
-    made: list[str] = []
-    trajectory = transcript.trajectory()
-    if user_id in raw["users"] and not any(next(successful_results(trajectory, t), None) for t in LOOKUPS):
-        name, args = lookup(raw["users"][user_id])
-        transcript.call(name, args)
-        made.append(_label(name, args))
-    if "new_item_ids" in arguments:
-        read = {r.call.arguments.get("product_id") for r in successful_results(trajectory, "get_product_details")}
-        for pid in _product_ids(raw, arguments.get("item_ids") or []):
-            if pid not in read:
-                transcript.call("get_product_details", {"product_id": pid})
-                made.append(_label("get_product_details", {"product_id": pid}))
-    return made
-
-
-def _product_ids(raw: dict[str, Any], item_ids: Iterable[Any]) -> list[str]:
-    """The products of ``item_ids`` (item ids are unique across products in tau2's catalogue)."""
-    by_item = {vid: pid for pid, product in raw["products"].items() for vid in product["variants"]}
-    return list(dict.fromkeys(by_item[i] for i in item_ids if isinstance(i, str) and i in by_item))
-
-
-def _label(tool: str, keys: dict[str, Any]) -> str:
-    import json
-
-    return f"{tool}({json.dumps(keys, sort_keys=True)})"
+    found: dict[str, str] = _module(domain).GOLD_DISAGREEMENTS
+    return found

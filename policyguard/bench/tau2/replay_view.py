@@ -41,6 +41,12 @@ LEGEND = (
 
 _UPSTREAM_REF = re.compile(r"\s*\(tau2-bench issues? #\d+(?:, #\d+)*\)")
 
+RECORDS = {  # what each domain's violations are built from, for the table's heading
+    "airline": ("users and reservations", "db.json"),
+    "retail": ("users, orders and products", "db.json"),
+    "telecom": ("customers, lines and bills", "db.toml"),
+}
+
 
 def _plain(text: str) -> str:
     """``text`` without upstream issue numbers (the README cites them with links)."""
@@ -156,8 +162,8 @@ def render(report: ReplayReport, command: str | None = None) -> str:
             lines.append(f"  task {task_id:>2}: {_plain(reason)}")
         lines.append("")
 
-    records = "users, orders and products" if report.domain == "retail" else "users and reservations"
-    lines.append(f"Injected violations (must block), built from real {records} in db.json")
+    records = RECORDS.get(report.domain, ("records", "its database"))
+    lines.append(f"Injected violations (must block), built from real {records[0]} in {records[1]}")
     width = max(len(c) for c in [*report.by_class, *report.not_expressible, "TOTAL"])
     lines.append(f"  {'class':<{width}}  cases  blocked  recall  blocked by (requirement NOT_MET: cases)")
     for cls, tally in report.by_class.items():

@@ -209,8 +209,13 @@ def simulate(ctx: RunContext, task_id: str, trial: int) -> SimResult:
             guard=guard,
             is_mutating=ctx.checklist.is_mutating,
         )
+        # A dual-control domain (telecom) gives the simulated user tools of their own (the device), as tau2 does.
+        user_tools = env.get_user_tools() if getattr(env, "user_tools", None) is not None else None
         user = UserSimulator(
-            tools=None, instructions=str(task.user_scenario), llm=spec.user_model, llm_args=dict(spec.user_llm_args)
+            tools=user_tools,
+            instructions=str(task.user_scenario),
+            llm=spec.user_model,
+            llm_args=dict(spec.user_llm_args),
         )
         simulation = Orchestrator(
             domain=spec.domain,

@@ -70,6 +70,18 @@ class Transcript:
     def call(self, name: str, arguments: dict[str, Any], *, write: bool = False) -> Any:
         return self.execute(self.new_call(name, arguments), write=write)
 
+    def user_call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """The USER calls one of their own tools (telecom: their device) and sees its real answer."""
+        from tau2.data_model.message import ToolCall as Tau2ToolCall
+        from tau2.data_model.message import UserMessage
+
+        self._count += 1
+        call = Tau2ToolCall(id=f"{self.prefix}u{self._count}", name=name, arguments=arguments, requestor="user")
+        self.messages.append(UserMessage(role="user", tool_calls=[call]))
+        result = self.env.get_response(call)
+        self.messages.append(result)
+        return result
+
     def trajectory(self) -> Trajectory:
         return to_policyguard(self.messages)
 

@@ -22,7 +22,7 @@ Each write gets a label:
   same name; the arguments the call passes, or only the action's
   ``compare_args`` when it lists them, are equal);
 * ``contradicting_gold`` - a gold write of a task whose gold contradicts the
-  written policy (:data:`policyguard.bench.tau2.labels.POLICY_CONTRADICTING_GOLD`), reported apart as
+  written policy (:data:`policyguard.bench.tau2.domains.airline.labels.POLICY_CONTRADICTING_GOLD`), reported apart as
   in the offline replay;
 * ``extra`` - not gold, in a simulation that earned reward 1;
 * ``non_gold`` - not gold, in a simulation that did not (reward < 1 or none).

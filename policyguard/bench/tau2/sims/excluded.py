@@ -6,11 +6,11 @@ own mistakes. Each entry names the policy sentence (verbatim from tau2's
 ``domains/<domain>/policy.md``; a test checks it is there) and what the gold does
 against it. The report lists every excluded task that occurs in the replayed runs.
 
-The airline entries are the tasks of :data:`policyguard.bench.tau2.labels.POLICY_CONTRADICTING_GOLD`
+The airline entries are the tasks of :data:`policyguard.bench.tau2.domains.airline.labels.POLICY_CONTRADICTING_GOLD`
 (tau2-bench issues [156](https://github.com/sierra-research/tau2-bench/issues/156),
 [224](https://github.com/sierra-research/tau2-bench/issues/224) and the delay-certificate rule) and of
-``labels.GOLD_DISAGREEMENTS`` (29, 33, found by the offline replay); the retail
-entries are those of ``violations_retail.POLICY_CONTRADICTING_GOLD``.
+``domains.airline.labels.GOLD_DISAGREEMENTS`` (29, 33, found by the offline replay); the retail
+entries are those of ``domains.retail.violations.POLICY_CONTRADICTING_GOLD``.
 """
 
 from __future__ import annotations

@@ -88,7 +88,8 @@ def _recorded_calls(messages: list[Any]) -> list[tuple[int, int, Any, Any]]:
             answers.setdefault(sub.id, sub)
     out: list[tuple[int, int, Any, Any]] = []
     for index, message in enumerate(messages):
-        if getattr(message, "role", None) != "assistant":
+        # The user's own calls (telecom: their device, e.g. paying a bill) change the state too: replayed as theirs.
+        if getattr(message, "role", None) not in ("assistant", "user"):
             continue
         for position, call in enumerate(message.tool_calls or []):
             out.append((index, position, call, answers.get(call.id)))

@@ -16,8 +16,8 @@ from policyguard.trajectory.messages import ToolCall
 
 from ..agent import call_by_call, recorded_answers
 from ..domain import to_policyguard
+from ..domains.airline.labels import POLICY_CONTRADICTING_GOLD
 from ..guarding import CallChecker
-from ..labels import POLICY_CONTRADICTING_GOLD
 from .excluded import Exclusion, excluded_tasks
 from .fetch import RecordedEnvironment
 from .load import RunSource, load_source

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..labels import POLICY_CONTRADICTING_GOLD
+from ..domains.airline.labels import POLICY_CONTRADICTING_GOLD
 from .metric import RAW_RULE, SET_APART, SETTLED_RULE
 from .model import BLOCK_CLASSES, GOLD_RULE, LABELS, NON_GOLD_NOTE, Label, SimCall, SimsReport
 from .replay import task_order

@@ -19,10 +19,11 @@ It is reported as *structurally prevented*, outside the recall denominator.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
+
+from ...cases import ViolationCase, take
 
 FLOWN = frozenset({"landed", "flying"})
 NOT_FLOWN = frozenset({"available", "on time", "delayed"})
@@ -73,29 +74,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     "add_insurance_after_booking": "no airline write tool has an insurance argument for an existing reservation; "
     "the tool surface prevents it (structurally prevented, not counted in recall)",
 }
-
-
-@dataclass(frozen=True)
-class ViolationCase:
-    """One forbidden call with the context it is attempted in.
-
-    ``reads`` are made in order before the call (the first is normally the
-    user lookup that authenticates the principal). With ``skip_reads`` the
-    harness adds nothing else; otherwise it adds every read the checklist's
-    facts need, so the case tests the policy, not a forgotten read.
-    """
-
-    cls: str
-    case_id: str
-    user_id: str
-    request: str
-    reads: tuple[tuple[str, dict[str, Any]], ...]
-    tool: str
-    arguments: dict[str, Any]
-    skip_reads: bool = False
-    resources: frozenset[str] = field(default_factory=frozenset)
-    setup: tuple[tuple[str, dict[str, Any]], ...] = ()
-    """Writes executed (unchecked, on a private environment) after ``reads``: the state the call is attempted in."""
 
 
 def policy_now(policy_text: str) -> datetime:
@@ -828,24 +806,3 @@ def generate(
 ) -> list[ViolationCase]:
     """At most ``per_class`` cases of every expressible class (or of ``classes``), deterministic."""
     return take(BUILDERS, _Db(raw_db, policy_now(policy_text)), per_class, classes)
-
-
-def take(
-    builders: Mapping[str, Callable[[Any], Iterator[ViolationCase]]],
-    db: Any,
-    per_class: int,
-    classes: Iterable[str] | None,
-) -> list[ViolationCase]:
-    """The first ``per_class`` cases each builder yields over ``db``, in builder order (every domain's generator)."""
-    wanted = set(builders) if classes is None else set(classes)
-    cases: list[ViolationCase] = []
-    for cls, build in builders.items():
-        if cls not in wanted:
-            continue
-        found = build(db)
-        for _ in range(per_class):
-            case = next(found, None)
-            if case is None:
-                break
-            cases.append(case)
-    return cases

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .violations import ViolationCase, take
+from ...cases import ViolationCase, take
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 BAD_REASONS = ("found a better price elsewhere", "changed my mind", "shipping takes too long")
@@ -480,7 +480,7 @@ def generate(
 
 def task_user(task: Any, raw_db: dict[str, Any]) -> str | None:
     """The user a retail task's customer is: found by the gold lookups, else by the orders the gold names."""
-    from .domain import gold_actions
+    from ...domain import gold_actions
 
     users: dict[str, Any] = raw_db["users"]
     for name, args in gold_actions(task):
