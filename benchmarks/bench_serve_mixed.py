@@ -92,7 +92,8 @@ async def honest(url: str, n: int, clients: int, workload: Any, offset: int) -> 
 async def hostile(url: str, clients: int, stop: asyncio.Event, over_budget: dict[str, Any], seen: Counter[str]) -> None:
     import httpx
 
-    oversized = b'{"trajectory": [], "call": {"id": "x", "name": "y", "arguments": {}}, "pad": "' + b"a" * (5 << 20) + b'"}'
+    head = b'{"trajectory": [], "call": {"id": "x", "name": "y", "arguments": {}}, "pad": "'
+    oversized = head + b"a" * (5 << 20) + b'"}'
 
     async def client(index: int) -> None:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:

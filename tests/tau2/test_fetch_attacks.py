@@ -14,15 +14,13 @@ import pytest
 
 pytest.importorskip("tau2")
 
-from policyguard.bench.tau2 import (  # noqa: E402
-    replay,  # noqa: E402
-    violations,
-    violations_retail,
-)
+from policyguard.bench.tau2 import replay  # noqa: E402
+from policyguard.bench.tau2.cases import ViolationCase  # noqa: E402
 from policyguard.bench.tau2.domain import DomainData  # noqa: E402
+from policyguard.bench.tau2.domains.airline import violations  # noqa: E402
+from policyguard.bench.tau2.domains.retail import violations as violations_retail  # noqa: E402
 from policyguard.bench.tau2.guarding import build_guard  # noqa: E402
 from policyguard.bench.tau2.replay import ReplaySuite  # noqa: E402
-from policyguard.bench.tau2.violations import ViolationCase  # noqa: E402
 from policyguard.checklist.schema import load_checklist  # noqa: E402
 from policyguard.resources import shipped_checklist  # noqa: E402
 
