@@ -208,11 +208,7 @@ class Session:
             if at is not None and self._undecided(self.sites[at], call):
                 self._append([NewEvent(kind="judge", call_id=call.id, answers=self.sites[at].seq, judged=judged)])
                 return
-            # not issued as far as the record knows: after everything it holds, beside the calls judged so since
-            if self._direct_group is not None:
-                place = (self._direct_group, self._direct_next)
-            else:
-                place = (self._message + 1, 0)
+            place = self._unshown_place()
             event = NewEvent(
                 kind="call", call_id=call.id, tool=call.name, arguments=call.arguments, judged=judged, place=place
             )
@@ -253,12 +249,7 @@ class Session:
         with self._lock:
             at = self._pending.get(pending.id)
             group = (self._direct_group, self._direct_next)
-            if at is not None:
-                place = self.sites[at].place
-            elif self._direct_group is not None:
-                place = (self._direct_group, self._direct_next)
-            else:
-                place = (self._message + 1, 0)
+            place = self.sites[at].place if at is not None else self._unshown_place()
             events: list[NewEvent] = []
             for call, content, is_error in reads:
                 events.append(NewEvent(kind="call", call_id=call.id, tool=call.name, arguments=call.arguments,
@@ -347,7 +338,7 @@ class Session:
     def claim_writes(
         self, turn: object, timeout: float, pending: ToolCall | None = None, fates_timeout: float | None = None
     ) -> bool:
-        """Take the session's write turn for one check (``turn``, any object) until :meth:`release_writes`.
+        """Take the session's write turn for one check (``turn``, any object) until :meth:`release`.
 
         Waits until no other check holds the turn and no allowed write is still
         running, so a write is judged with every earlier write of the session
@@ -439,11 +430,6 @@ class Session:
         if hold is not None:
             hold.release()
 
-    def release_writes(self, turn: object) -> None:
-        """End ``turn``'s hold on the write turn; a check still waiting for it gives up. Idempotent."""
-        with self._changed:
-            self._release_turn(turn)
-
     def _release_turn(self, turn: object) -> None:
         if self._turn is turn:
             self._turn = None
@@ -498,6 +484,13 @@ class Session:
     @staticmethod
     def _same_call(a: ToolCall, b: ToolCall) -> bool:
         return a.id == b.id and (a.name, a.arguments) == (b.name, b.arguments)
+
+    def _unshown_place(self) -> tuple[int, int]:
+        """The place of a call the host's history has not shown: after everything the record holds, beside
+        the calls judged so since the last other event (they may run concurrently)."""
+        if self._direct_group is not None:
+            return (self._direct_group, self._direct_next)
+        return (self._message + 1, 0)
 
     def _undecided(self, site: _Site, call: ToolCall) -> bool:
         """``site`` is ``call`` as the host issued it, still to be judged: not judged, no fate known. (A
