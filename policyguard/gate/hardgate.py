@@ -9,7 +9,9 @@ For a mutating call the gate evaluates every requirement that has a ``check``
   call's id -> BLOCK naming the problem (never paired by position);
 * a needed fact is missing, a check reads an absent ``principal``, or a data
   requirement's prerequisite read was never made -> BLOCK saying why and which
-  read to make;
+  read to make; a check that is true with the missing fact absent, in a form
+  where that proves it true for any value of the fact, is MET without it
+  (:mod:`policyguard.gate.absent`);
 * a check is false -> BLOCK naming the requirement (deny wins: one failing check
   blocks whatever the others say);
 * a check cannot be evaluated (missing key, type error, non-bool) -> BLOCK with
@@ -48,6 +50,7 @@ from policyguard.trajectory.messages import (
     Trajectory,
 )
 
+from .absent import decidable_without_absent
 from .cel import (
     CHECK_VARIABLES,
     Activation,
@@ -160,6 +163,7 @@ class HardGate:
         self._plans: dict[str, tuple[bool, list[Requirement]]] = {}
         self._fact_lists: dict[str, list[str]] = {}
         self._closures: dict[str, list[str]] = {}
+        self._decidable: dict[str, bool] = {}
 
     @property
     def checklist(self) -> Checklist:
@@ -230,11 +234,16 @@ class HardGate:
                 results.append(_result(req.id, "UNVERIFIED", "no deterministic check", judged_by="none"))
                 continue
             program = self._programs[req.id]
-            blocked = self._missing_reads(req, program, call, view, facts, principal, successes)
+            absent = [fact for fact in self._sorted_facts(req.id, program) if fact in facts.missing]
+            spared = absent if absent and self._holds_without(req.id, program, variables) else []
+            blocked = self._missing_reads(req, program, call, view, facts, principal, successes, frozenset(spared))
             if blocked is not None:
                 evidence, message = blocked
                 results.append(_result(req.id, "NOT_MET", evidence))
                 denials.append(message)
+                continue
+            if spared:  # true whatever the absent facts hold: see policyguard.gate.absent
+                results.append(_result(req.id, "MET", f"check holds without the {', '.join(spared)}: {req.check}"))
                 continue
             try:
                 holds = program.holds(variables)
@@ -293,6 +302,18 @@ class HardGate:
             self._tries[tool] = trie
         return trie
 
+    def _holds_without(self, rid: str, program: CheckProgram, variables: Activation) -> bool:
+        """Whether the check is exactly true with the missing facts absent, where that proves it for any value."""
+        decidable = self._decidable.get(rid)
+        if decidable is None:
+            decidable = self._decidable[rid] = decidable_without_absent(program.source)
+        if not decidable:
+            return False
+        try:
+            return program.holds(variables) is True
+        except CelEvalError:  # the check needs an absent fact (or fails anyway): ask for the read as before
+            return False
+
     def _sorted_facts(self, rid: str, program: CheckProgram) -> list[str]:
         found = self._fact_lists.get(rid)
         if found is None:
@@ -315,13 +336,18 @@ class HardGate:
         facts: FactsResult,
         principal: str | None,
         successes: dict[str, list[ToolResult]],
+        spared: frozenset[str] = frozenset(),
     ) -> tuple[str, str] | None:
-        """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None."""
+        """(evidence, remediation) when a fact, the principal or a prerequisite read is missing, else None.
+
+        ``spared`` are absent facts the check was proven not to need: neither they nor a
+        prerequisite read that only they come from are asked for.
+        """
         if principal is None and req.id in self._reads_principal:
             reason = principal_missing(self._checklist, trajectory)
             return f"missing principal: {reason}", f"No user is authenticated, so this action is blocked: {reason}."
         for fact in self._sorted_facts(req.id, program):
-            if fact in facts.missing:
+            if fact in facts.missing and fact not in spared:
                 read = facts.reads.get(fact)
                 if read is not None and fact in facts.never_read:
                     message = f"Read the {fact} first: call {read} before {call.name}."
@@ -336,8 +362,10 @@ class HardGate:
             keyed = [
                 (facts.keys[f], (tool, *sources[f].also, *sources[f].refreshed_by))
                 for f in closure
-                if sources[f].tool == tool and f in facts.keys
+                if sources[f].tool == tool and f in facts.keys and f not in spared
             ]
+            if not keyed and any(sources[f].tool == tool for f in spared):
+                continue  # the read would only give facts the check does not need
             if keyed:
                 for keys, readers in keyed:  # a write that returns the record read it too
                     if not any(_answers(result, keys) for r in readers for result in successes.get(r, ())):
