@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("google.adk", reason="the Google ADK plugin needs: pip install -c constraints.txt -e '.[google-adk]'")
+pytest.importorskip(
+    "google.adk", reason="the Google ADK plugin needs: pip install -c constraints.txt -e '.[google-adk]'"
+)
 
 from google.adk.agents import LlmAgent  # noqa: E402
 from google.adk.apps import App  # noqa: E402
@@ -114,7 +116,9 @@ class Desktop:
         content = types.Content(role="user", parts=[types.Part(text=p) if isinstance(p, str) else p for p in parts])
 
         async def run() -> list[Any]:
-            return [e async for e in self.runner.run_async(user_id=USER, session_id=self.session_id, new_message=content)]
+            return [
+                e async for e in self.runner.run_async(user_id=USER, session_id=self.session_id, new_message=content)
+            ]
 
         return asyncio.run(run())
 
