@@ -55,8 +55,9 @@ a failure, and its re-run is judged as a new call.
 
 **The record** is keyed by the ADK session (:func:`record_key`: app name, user id
 and session id, since ADK scopes session ids per user), so every invocation and
-every agent of one session share one record: an event a session service dropped
-or a context filter hid from the model still counts once the guard has seen it.
+every agent of one session share one record: a call the guard judged still counts
+after the session's events no longer show it (a session service that drops or
+rewrites events).
 """
 
 from __future__ import annotations
