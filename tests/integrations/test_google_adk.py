@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,30 @@ def test_two_credits_in_one_model_event_take_one_place_and_only_the_first_runs()
     assert "credit-once" in app.response("c2")["error"]
     places = {e.call_id: e.place for e in app.guard.sessions.session_events(app.key()) if e.kind == "call"}
     assert places["c1"][0] == places["c2"][0] and (places["c1"][1], places["c2"][1]) == (0, 1)
+
+
+def test_two_credits_adk_runs_at_once_are_judged_one_after_the_other() -> None:
+    """ADK runs the calls of one event concurrently. The first credit fails (slowly); the second is judged once
+    that failure is recorded, which does not count, and is sent."""
+    sent: list[float] = []
+    started: list[float] = []
+
+    async def send_credit(user_id: str, amount: int) -> dict[str, Any]:
+        """Send a goodwill credit."""
+        started.append(time.monotonic())
+        await asyncio.sleep(0.3)
+        if len(started) == 1:
+            return {"error": "the credit service is down"}
+        sent.append(time.monotonic())
+        return {"credit": "GC-1"}
+
+    waiting = make_guard(sessions=MemorySessionStore(), session_result_wait_s=5)
+    app = Desktop([("c1", "send_credit", CREDIT), ("c2", "send_credit", CREDIT)], "One credit sent.",
+                  guard=waiting, tools=[send_credit])  # fmt: skip
+    app.say("A credit, please.")
+    assert len(started) == 2 and started[1] >= started[0] + 0.3  # the second ran after the first had failed
+    assert len(sent) == 1
+    assert app.response("c1") == {"error": "the credit service is down"} and app.response("c2") == {"credit": "GC-1"}
 
 
 def test_a_read_issued_with_a_raise_in_one_event_is_not_the_state_after_it() -> None:
