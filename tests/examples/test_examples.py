@@ -37,6 +37,7 @@ ALL = [
     Example("langchain_agent.py", "langchain", ("langchain.agents", "langgraph.checkpoint.memory")),
     Example("agents_sdk.py", "agents", ("agents",)),
     Example("pydantic_ai.py", "pydantic-ai", ("pydantic_ai",)),
+    Example("claude_agent_sdk.py", "claude-agent-sdk", ("claude_agent_sdk",)),
     Example("mcp_proxy/client.py", "mcp", ("mcp",)),
     Example("http_serve.py", "serve", ("starlette", "uvicorn")),
 ]
@@ -119,6 +120,7 @@ SHOWN_ON = {
     "docs/guarding/langchain.md": "langchain_agent.py",
     "docs/guarding/agents-sdk.md": "agents_sdk.py",
     "docs/guarding/pydantic-ai.md": "pydantic_ai.py",
+    "docs/guarding/claude-agent-sdk.md": "claude_agent_sdk.py",
     "docs/guarding/mcp-proxy.md": "mcp_proxy/client.py",
     "docs/guarding/http.md": "http_serve.py",
 }
