@@ -125,7 +125,8 @@ async def main(folder: Path) -> None:
 def show(call: ToolUseBlock, result: ToolResultBlock) -> None:
     """Each refund the model asked for: ran, or denied (an error result: the reason the hook gave)."""
     if call.name.endswith("issue_refund"):
-        text = "".join(part.get("text", "") for part in result.content or []) if isinstance(result.content, list) else ""
+        parts = result.content if isinstance(result.content, list) else []
+        text = "".join(part.get("text", "") for part in parts)
         desk.report("issue_refund", call.input, not result.is_error, text)
 
 

@@ -101,8 +101,8 @@ class StandIn:
                     for event, matchers in (body.get("hooks") or {}).items():
                         self.callbacks[event] = [(m.get("matcher"), i) for m in matchers for i in m["hookCallbackIds"]]
                     answer = {"commands": [], "hook_on_failure_supported": True}
-                self.send({"type": "control_response",
-                           "response": {"subtype": "success", "request_id": message["request_id"], "response": answer}})  # fmt: skip
+                response = {"subtype": "success", "request_id": message["request_id"], "response": answer}
+                self.send({"type": "control_response", "response": response})
             elif message.get("type") == "user":
                 content = message["message"]["content"]
                 self.line("user", {"role": "user", "content": content})
@@ -136,8 +136,9 @@ class StandIn:
                           subtype="compact_boundary")  # fmt: skip
                 self.line("user", {"role": "user", "content": f"Summary: {step['compact']}"},
                           isCompactSummary=True, isVisibleInTranscriptOnly=True)  # fmt: skip
+        result = json.dumps({"decisions": self.decisions})
         self.send({"type": "result", "subtype": "success", "duration_ms": 0, "duration_api_ms": 0, "is_error": False,
-                   "num_turns": 1, "session_id": self.session, "result": json.dumps({"decisions": self.decisions})})  # fmt: skip
+                   "num_turns": 1, "session_id": self.session, "result": result})  # fmt: skip
 
     def assistant(self, blocks: list[dict[str, Any]], message_id: str, extra: dict[str, Any]) -> None:
         for block in blocks:
@@ -150,7 +151,7 @@ class StandIn:
     def calls(self, step: dict[str, Any]) -> None:
         calls = step["calls"]
         extra = {"isSidechain": True} if step.get("sidechain") else {}
-        agent = {key: step[key] for key in ("agent_id", "agent_type") if key in step}
+        agent: dict[str, Any] = {key: step[key] for key in ("agent_id", "agent_type") if key in step}
         blocks = [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["input"]} for c in calls]
         self.assistant(blocks, step.get("message_id") or f"msg_{uuid.uuid4().hex[:12]}", extra)
         refused: dict[str, str] = {}

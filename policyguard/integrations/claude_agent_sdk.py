@@ -1,4 +1,6 @@
-"""Guard the Claude Agent SDK's tool calls with in-process hooks (``pip install -c constraints.txt -e '.[claude-agent-sdk]'``).
+"""Guard the Claude Agent SDK's tool calls with in-process hooks.
+
+Install: ``pip install -c constraints.txt -e '.[claude-agent-sdk]'``.
 
 ::
 
@@ -88,7 +90,9 @@ class PolicyGuardHooks:
         self.decision_timeout_s = decision_timeout_s
         self.hook_timeout_s = hook_timeout_s
 
-    async def pre_tool_use(self, input_data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
+    async def pre_tool_use(
+        self, input_data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
         """A ``HookCallback`` for PreToolUse: the guard's answer; a deny on any error."""
         try:
             answer = await self._answer(input_data, tool_use_id)
@@ -98,7 +102,9 @@ class PolicyGuardHooks:
             answer = deny(f"{NO_VERIFIER_MESSAGE} ({type(exc).__name__}: {' '.join(str(exc).split())[:500]})")
         return _for_sdk(answer)
 
-    async def post_tool_use(self, input_data: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
+    async def post_tool_use(
+        self, input_data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
         """A ``HookCallback`` for PostToolUse and PostToolUseFailure: records the result; never raises.
 
         A result that cannot be recorded is logged; the record then holds the call as
@@ -118,7 +124,9 @@ class PolicyGuardHooks:
         from claude_agent_sdk import HookMatcher
 
         def one(callback: Any) -> list[HookMatcher]:
-            return [HookMatcher(matcher=self.matcher, hooks=[callback], timeout=self.hook_timeout_s, on_failure="block")]
+            return [
+                HookMatcher(matcher=self.matcher, hooks=[callback], timeout=self.hook_timeout_s, on_failure="block")
+            ]
 
         return {
             "PreToolUse": one(self.pre_tool_use),
@@ -156,4 +164,3 @@ def _for_sdk(answer: dict[str, Any]) -> HookJSONOutput:
     """The command hook's JSON in the SDK's Python spelling (``continue`` is ``continue_``, sent as ``continue``)."""
     out = {("continue_" if key == "continue" else key): value for key, value in answer.items()}
     return out  # type: ignore[return-value]
-

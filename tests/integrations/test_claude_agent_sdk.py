@@ -233,10 +233,12 @@ def test_no_decision_within_the_timeout_is_a_deny(tmp_path: Path) -> None:
     class Slow(Guard):
         def check(self, *args: Any, **kwargs: Any) -> Decision:
             time.sleep(1.5)
-            return Decision.allow()
+            return Decision.allow("gate")
 
     guard = Slow.from_files(policy=desk.POLICY, checklist=desk.CHECKLIST)
-    out = run(guard_hooks(guard, decision_timeout_s=0.2), tmp_path, message(call("toolu_03", "get_order", order_id="O1")))
+    out = run(
+        guard_hooks(guard, decision_timeout_s=0.2), tmp_path, message(call("toolu_03", "get_order", order_id="O1"))
+    )
     assert out.decision("toolu_03") == "deny" and "no decision within 0.2 s" in out.reason("toolu_03")
 
 
