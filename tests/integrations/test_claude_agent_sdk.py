@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("claude_agent_sdk", reason="the Claude Agent SDK integration needs the claude-agent-sdk extra")
+claude_agent_sdk = pytest.importorskip(
+    "claude_agent_sdk", reason="the Claude Agent SDK integration needs the claude-agent-sdk extra"
+)
 
 from claude_agent_sdk import (  # noqa: E402
     ClaudeAgentOptions,
@@ -267,6 +269,25 @@ def test_the_matchers_block_on_a_failed_callback_and_outlast_the_decision_timeou
         assert matcher.on_failure == "block" and matcher.matcher is None
         assert matcher.timeout == HOOK_TIMEOUT_S > DECISION_TIMEOUT_S
     ClaudeAgentOptions(hooks=hooks)  # the options accept them as they are
+
+
+def test_the_bundled_claude_cli_registers_the_hooks_and_honours_on_failure_block(tmp_path: Path) -> None:
+    """The real CLI the SDK ships answers ``initialize`` offline; the SDK refuses to connect (CLIConnectionError)
+    if it does not honour ``onFailure: "block"``. No prompt is sent, so no model is asked."""
+    from claude_agent_sdk import ClaudeSDKClient
+
+    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    if not bundled.is_file():
+        pytest.skip("this claude-agent-sdk wheel bundles no claude CLI")
+    env = {"HOME": str(tmp_path), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+    async def connect() -> dict[str, Any]:
+        async with ClaudeSDKClient(ClaudeAgentOptions(hooks=guard_hooks(desk_guard()), env=env)) as client:
+            info = await client.get_server_info()
+        return info or {}
+
+    info = asyncio.run(asyncio.wait_for(connect(), 60))
+    assert info["hooks_applied"] is True and info["hook_on_failure_supported"] is True
 
 
 def test_a_result_that_cannot_be_recorded_is_logged_and_the_callback_still_answers(
