@@ -38,6 +38,7 @@ ALL = [
     Example("agents_sdk.py", "agents", ("agents",)),
     Example("pydantic_ai.py", "pydantic-ai", ("pydantic_ai",)),
     Example("google_adk.py", "google-adk", ("google.adk",)),
+    Example("claude_agent_sdk.py", "claude-agent-sdk", ("claude_agent_sdk",)),
     Example("mcp_proxy/client.py", "mcp", ("mcp",)),
     Example("http_serve.py", "serve", ("starlette", "uvicorn")),
 ]
@@ -121,6 +122,7 @@ SHOWN_ON = {
     "docs/guarding/agents-sdk.md": "agents_sdk.py",
     "docs/guarding/pydantic-ai.md": "pydantic_ai.py",
     "docs/guarding/google-adk.md": "google_adk.py",
+    "docs/guarding/claude-agent-sdk.md": "claude_agent_sdk.py",
     "docs/guarding/mcp-proxy.md": "mcp_proxy/client.py",
     "docs/guarding/http.md": "http_serve.py",
 }
