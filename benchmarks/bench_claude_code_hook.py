@@ -4,9 +4,16 @@ Each sample is one whole process, as Claude Code runs it: interpreter start, the
 CLI, loading the refund desk's policy and checklist, opening the project's SQLite
 session store, reading a transcript, deciding, and printing the answer. The write
 is judged after the reads it needs (find_customer, get_order), recorded through
-PostToolUse. Run from the checkout::
+PostToolUse, and is denied by the gate's CEL check (within-captured). For scale
+it also times, as fresh processes, the interpreter's own start (``python -c
+pass``), ``import pydantic``, and what any gate-only process must load before
+the library's own code runs: pydantic with one model, PyYAML and the CEL engine.
+Run from the checkout::
 
     python benchmarks/bench_claude_code_hook.py [--runs 20]
+
+Bytecode is compiled once into a scratch folder (even where PYTHONDONTWRITEBYTECODE
+is set), as an installed package has it; the reads recorded first warm it up.
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,17 +36,43 @@ sys.path.insert(0, str(ROOT))
 from examples import refund_desk as desk  # noqa: E402
 from tests.integrations.claude_code.shapes import Transcript, post, pre, use  # noqa: E402
 
+FLOOR = (
+    "import yaml\nfrom pydantic import BaseModel, Field\nclass M(BaseModel):\n    x: int = Field(0)\nM(x=1)\n"
+    "from policyguard.gate.cel import engine\nengine()"
+)
 
-def hook(event: dict[str, object], project: Path) -> tuple[float, str]:
+
+def _env(project: Path, pycache: Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CLAUDE_PROJECT_DIR": str(project)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def _timed(command: Sequence[str], env: dict[str, str], stdin: str = "") -> tuple[float, float, str]:
+    """(wall s, CPU s of the child, stdout) of one fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{command[1:3]} exited {done.returncode}: {done.stderr}")
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return elapsed, cpu, done.stdout.strip()
+
+
+def hook(event: dict[str, object], env: dict[str, str]) -> tuple[float, float, str]:
     command = [sys.executable, "-m", "policyguard", "hook", "claude-code", "--policy", str(desk.POLICY),
                "--checklist", str(desk.CHECKLIST)]  # fmt: skip
-    started = time.perf_counter()
-    done = subprocess.run(command, input=json.dumps(event), capture_output=True, text=True, env=env, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"the hook exited {done.returncode}: {done.stderr}")
-    return elapsed, done.stdout.strip()
+    return _timed(command, env, json.dumps(event))
+
+
+def _row(name: str, samples: list[tuple[float, float, str]]) -> str:
+    walls = [s[0] * 1000 for s in samples]
+    cpus = [s[1] * 1000 for s in samples]
+    return (f"{name:38s} p50 {statistics.median(walls):5.0f} ms  (min {min(walls):4.0f}, max {max(walls):4.0f}; "
+            f"CPU p50 {statistics.median(cpus):4.0f} ms)")  # fmt: skip
 
 
 def main() -> None:
@@ -45,7 +80,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        project = Path(folder)
+        project = Path(folder) / "project"
+        project.mkdir()
+        env = _env(project, Path(folder) / "pycache")
         t = Transcript(project / "session.jsonl")
         t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
         for call_id, name, result, call_args in [
@@ -53,19 +90,25 @@ def main() -> None:
             ("toolu_02", "get_order", desk.ORDERS["O1"], {"order_id": "O1"}),
         ]:
             t.assistant(use(call_id, name, **call_args))
-            hook(pre(t, call_id, name, **call_args), project)
+            hook(pre(t, call_id, name, **call_args), env)
             t.result(call_id, result)
-            hook(post(t, call_id, name, json.dumps(result), **call_args), project)
-        reads, writes = [], []
+            hook(post(t, call_id, name, json.dumps(result), **call_args), env)
+        python = [sys.executable, "-c"]
+        _timed([*python, FLOOR], env)  # compiles the floor's bytecode too
+        reads, writes, bare, pydantic, floor = [], [], [], [], []
         for i in range(args.runs):
-            elapsed, _ = hook(pre(t, f"toolu_read{i}", "get_order", order_id="O1"), project)
-            reads.append(elapsed)
-            elapsed, answer = hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), project)
-            assert "deny" in answer, answer
-            writes.append(elapsed)
-    for name, samples in (("read (get_order, passes)", reads), ("write (issue_refund, denied)", writes)):
-        print(f"{name}: p50 {statistics.median(samples) * 1000:.0f} ms, max {max(samples) * 1000:.0f} ms, "
-              f"{len(samples)} runs")  # fmt: skip
+            reads.append(hook(pre(t, f"toolu_read{i}", "find_customer", email="ada@example.com"), env))
+            writes.append(hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env))
+            assert "within-captured" in writes[-1][2], writes[-1][2]
+            bare.append(_timed([*python, "pass"], env))
+            pydantic.append(_timed([*python, "import pydantic"], env))
+            floor.append(_timed([*python, FLOOR], env))
+    print(f"fresh processes, {args.runs} runs each, interleaved")
+    print(_row("hook, read (find_customer, passes)", reads))
+    print(_row("hook, write (issue_refund, denied)", writes))
+    print(_row("python -c pass", bare))
+    print(_row("python -c 'import pydantic'", pydantic))
+    print(_row("pydantic + 1 model + yaml + CEL engine", floor))
 
 
 if __name__ == "__main__":

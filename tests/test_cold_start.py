@@ -1,23 +1,35 @@
-"""A cold ``policyguard verify`` loads only what deciding a call needs.
+"""A cold ``policyguard verify``, ``hook`` or ``test`` loads only what deciding a call needs.
 
 The ``cel`` package's ``__init__`` imports its command-line REPL (typer, rich,
 prompt_toolkit, pygments); the gate loads only the compiled engine
 (:func:`policyguard.gate.cel.engine`). Building the CLI parser registers
-``checklist generate`` without importing the generation pipeline. Each check
-runs in a fresh interpreter, since this process has imported everything already.
+``checklist generate`` without importing the generation pipeline, and a run
+imports only the module of the command it names. A gate-only command loads no
+model SDK and no server. Each check runs in a fresh interpreter, since this
+process has imported everything already.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from policyguard.trajectory.canonical import policy_version
+import pytest
 
+from examples import refund_desk as desk
+from policyguard.cli import BENCH, COMMANDS, _modules
+from policyguard.trajectory.canonical import policy_version
+from tests.integrations.claude_code.shapes import Transcript, post, pre, use
+
+ROOT = Path(__file__).resolve().parents[1]
 REPL = ("typer", "rich", "prompt_toolkit", "pygments", "click")
 MODEL_LIBRARIES = ("litellm", "openai", "anthropic")
+SERVERS = ("starlette", "uvicorn")
 
 POLICY = "Refund at most what was captured.\n"
 CHECKLIST = """\
@@ -37,14 +49,20 @@ tools:
 """
 
 
-def _loaded_after(code: str, watched: tuple[str, ...]) -> list[str]:
-    """The ``watched`` top-level packages a fresh interpreter has loaded after running ``code``."""
-    report = f"print('LOADED:' + ','.join(sorted({{m.split('.')[0] for m in sys.modules}} & {set(watched)!r})))"
-    probe = f"{code}\nimport sys\n{report}"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+def _modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
+    """Every module a fresh interpreter has loaded after running ``code``."""
+    probe = f"{code}\nimport sys\nprint('LOADED:' + ','.join(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("LOADED:"))
-    return [m for m in line.removeprefix("LOADED:").split(",") if m]
+    return {m for m in line.removeprefix("LOADED:").split(",") if m}
+
+
+def _loaded_after(code: str, watched: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
+    """The ``watched`` top-level packages a fresh interpreter has loaded after running ``code``."""
+    return sorted({m.split(".")[0] for m in _modules_after(code, env)} & set(watched))
 
 
 def test_compiling_and_evaluating_a_check_loads_no_repl_library() -> None:
@@ -71,7 +89,73 @@ def test_a_gate_only_verify_loads_neither_the_repl_nor_a_model_library(tmp_path:
     argv = ["verify", "--policy", str(tmp_path / "policy.md"), "--checklist", str(tmp_path / "checklist.yaml"),
             "--trajectory", str(tmp_path / "trajectory.json"), "--call", str(tmp_path / "call.json")]  # fmt: skip
     code = f"from policyguard.cli import main\ncode = main({argv!r})\nassert code == 0, code"
-    assert _loaded_after(code, REPL + MODEL_LIBRARIES) == []
+    assert _loaded_after(code, REPL + MODEL_LIBRARIES + SERVERS) == []
+    explicit = f"from policyguard.cli import main\ncode = main({[*argv, '--model', 'none']!r})\nassert code == 0, code"
+    loaded = _modules_after(explicit)
+    assert {m.split(".")[0] for m in loaded} & set(REPL + MODEL_LIBRARIES + SERVERS) == set()
+    assert sorted(m for m in loaded if m.startswith("policyguard.cli.")) == ["policyguard.cli.cmd_verify"]
+    assert "policyguard.verifier.models.base" not in loaded  # no verifier: no request or response models
+
+
+def test_the_claude_code_hook_on_a_read_and_a_write_loads_no_model_library_and_no_server(tmp_path: Path) -> None:
+    """After two reads recorded as Claude Code sends them, one fresh interpreter answers a read and a write."""
+    argv = ["hook", "claude-code", "--policy", str(desk.POLICY), "--checklist", str(desk.CHECKLIST)]
+    env = {"CLAUDE_PROJECT_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+
+    def answer(event: dict[str, object]) -> None:
+        done = subprocess.run([sys.executable, "-m", "policyguard", *argv], input=json.dumps(event), text=True,
+                              capture_output=True, timeout=120, env={**os.environ, **env})  # fmt: skip
+        assert (done.returncode, done.stdout.strip()) == (0, "{}"), done.stderr
+
+    t = Transcript(tmp_path / "session.jsonl")
+    t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
+    for call_id, name, result, arguments in [
+        ("toolu_01", "find_customer", desk.CUSTOMERS["ada@example.com"], {"email": "ada@example.com"}),
+        ("toolu_02", "get_order", desk.ORDERS["O1"], {"order_id": "O1"}),
+    ]:
+        t.assistant(use(call_id, name, **arguments))
+        answer(pre(t, call_id, name, **arguments))
+        t.result(call_id, result)
+        answer(post(t, call_id, name, json.dumps(result), **arguments))
+    write = pre(t, "toolu_03", "issue_refund", order_id="O1", amount=500)
+    read = pre(t, "toolu_04", "find_customer", email="ada@example.com")
+    code = (
+        "import io, json, sys\nfrom policyguard.cli import main\nanswers = []\n"
+        f"for event in {[write, read]!r}:\n"
+        "    sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(event).encode()))\n"
+        f"    assert main({argv!r}) == 0\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
+    assert done.returncode == 0, done.stderr
+    denied, passed = (json.loads(line) for line in done.stdout.splitlines())
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "within-captured" in denied["hookSpecificOutput"]["permissionDecisionReason"]
+    assert passed == {}
+    loaded = _modules_after(code, env)
+    assert {m.split(".")[0] for m in loaded} & set(REPL + MODEL_LIBRARIES + SERVERS) == set()
+    assert sorted(m for m in loaded if m.startswith("policyguard.cli.")) == ["policyguard.cli.cmd_hook"]
+
+
+def test_policyguard_test_loads_no_model_library_and_no_server() -> None:
+    scenarios = ROOT / "tests" / "scenarios" / "refund" / "scenarios.yaml"
+    argv = ["test", str(scenarios), "--policy", str(desk.POLICY), "--checklist", str(desk.CHECKLIST)]
+    code = f"from policyguard.cli import main\ncode = main({argv!r})\nassert code == 0, code"
+    assert _loaded_after(code, REPL + MODEL_LIBRARIES + SERVERS, {"PYTHONPATH": str(ROOT)}) == []
+
+
+@pytest.mark.parametrize("word", sorted(COMMANDS))
+def test_each_command_word_is_registered_by_the_module_the_table_names(word: str) -> None:
+    """``main`` imports only ``COMMANDS[word]`` for a run: that module must add exactly that command."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    importlib.import_module(f"policyguard.cli.{COMMANDS[word]}").register(sub)
+    assert list(sub.choices) == [word]
+
+
+def test_the_table_names_every_command_module() -> None:
+    assert sorted(COMMANDS.values()) == _modules("cmd_")
+    assert BENCH not in COMMANDS
 
 
 def test_building_the_cli_parser_does_not_import_checklist_generation() -> None:

@@ -21,7 +21,6 @@ tool the checklist knows under a rule meant for other names.
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import json
 import re
@@ -560,6 +559,8 @@ def schema_error_message(error: Mapping[str, Any]) -> str:
     if kind == "extra_forbidden":
         model = _model_at(loc[:-1])
         known = list(model.model_fields) if model is not None else []
+        import difflib  # only for an error's hint: a valid checklist does not load it
+
         guess = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         hint = f"; did you mean {guess[0]!r}?" if guess else ""
         return f"unknown field (not in the checklist schema){hint}"

@@ -10,7 +10,6 @@ they most resemble so an honest agent can correct itself.
 
 from __future__ import annotations
 
-import difflib
 import unicodedata
 from collections.abc import Iterable
 
@@ -37,6 +36,8 @@ def nearest(name: str, known: Iterable[str]) -> str | None:
         if fold(candidate) == folded:
             return candidate
     by_fold = {fold(candidate): candidate for candidate in names}
+    import difflib  # only when a name is not found: a call to a known tool does not load it
+
     close = difflib.get_close_matches(folded, list(by_fold), n=1, cutoff=0.75)
     return by_fold[close[0]] if close else None
 

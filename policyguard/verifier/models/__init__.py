@@ -1,19 +1,34 @@
-"""Model backends behind one Protocol. No provider SDK is imported until used."""
+"""Model backends behind one Protocol. No provider SDK is imported until used.
+
+The exported names load on first use (PEP 562): ``resolve_model("none")``, the
+gate-only guard of ``policyguard verify`` and ``policyguard hook``, builds none
+of the request and response models.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from policyguard._lazy import lazy_exports
 from policyguard.distribution import install_hint
 from policyguard.errors import ConfigError
 
-from .base import Model, ModelRequest, ModelResponse, PromptPart
-from .scripted import ScriptedModel
-
 if TYPE_CHECKING:  # pragma: no cover
-    pass
+    from .base import Model, ModelRequest, ModelResponse, PromptPart
+    from .scripted import ScriptedModel
 
 __all__ = ["Model", "ModelRequest", "ModelResponse", "PromptPart", "ScriptedModel", "resolve_model"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Model": ".base",
+        "ModelRequest": ".base",
+        "ModelResponse": ".base",
+        "PromptPart": ".base",
+        "ScriptedModel": ".scripted",
+    },
+)
 
 
 def resolve_model(spec: str) -> Model | None:
@@ -39,6 +54,8 @@ def resolve_model(spec: str) -> Model | None:
         return None
     prefix, _, rest = spec.partition(":")
     if rest and prefix == "scripted":
+        from .scripted import ScriptedModel
+
         return ScriptedModel.from_file(rest)
     if rest and prefix == "openai-sdk":
         _require("openai", "openai", spec)
