@@ -108,9 +108,10 @@ def command(surface: str, work: Path, port: int) -> tuple[list[str], dict[str, s
         env["POLICYGUARD_REVIEW_TOKEN"] = TOKEN
         return [*py, "review", "--store", store, "--port", str(port)], env
     if surface == "mcp-proxy":
+        upstream = [sys.executable, str(FIXTURES / "mcp_upstream.py"), "--log", str(work / "executed.jsonl")]
         return [*py, "mcp-proxy", "--policy", str(FIXTURES / "mcp_policy.md"),
                 "--checklist", str(FIXTURES / "mcp_checklist.yaml"), "--listen", f"127.0.0.1:{port}",
-                "--", sys.executable, str(FIXTURES / "mcp_upstream.py"), "--log", str(work / "executed.jsonl")], env  # fmt: skip
+                "--", *upstream], env  # fmt: skip
     raise SystemExit(f"unknown surface {surface!r}")
 
 
@@ -230,8 +231,8 @@ def measure(surface: str, args: argparse.Namespace, work: Path) -> list[dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--surface", nargs="+", default=["serve", "review", "mcp-proxy"],
-                        choices=["serve", "review", "mcp-proxy"], help="the surfaces to measure (default all)")  # fmt: skip
+    surfaces = ["serve", "review", "mcp-proxy"]
+    parser.add_argument("--surface", nargs="+", default=surfaces, choices=surfaces, help="the surfaces (default all)")
     parser.add_argument("--half-open", type=int, default=1100, help="half-open connections (default 1100)")
     parser.add_argument("--probes", type=int, default=40, help="/healthz probes per phase (default 40)")
     parser.add_argument("--over-budget", type=int, default=8, help="serve: over-budget clients (default 8; 0: none)")
