@@ -163,6 +163,7 @@ def main() -> int:
         stop.set()
         for thread in threads:
             thread.join(30)
+        time.sleep(1.5)  # a killed worker's restart finishes before the pool is closed
         celprocess.configure()  # stops the workers
     ms = 1000.0
     result: dict[str, Any] = {
