@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -100,9 +101,17 @@ def start(name: str, store: str, key: Path, trace: Path, server_args: list[str])
         if not line:
             break
         if "listening on " in line:
+            drain(process)
             return process, line.split("listening on ", 1)[1].split()[0]
     process.kill()
     raise SystemExit(f"replica {name} did not start")
+
+
+def drain(process: subprocess.Popen[str]) -> None:
+    """Keep reading the server's output: unread, the pipe fills (64 KiB) and every thread that logs blocks."""
+    assert process.stdout is not None
+    stream = process.stdout
+    threading.Thread(target=lambda: all(True for _ in stream), name=f"drain-{process.pid}", daemon=True).start()
 
 
 def cpu_seconds(pid: int) -> float | None:

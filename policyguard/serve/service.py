@@ -94,7 +94,7 @@ class Service:
         from policyguard.guard.core import Guard
 
         base = self.base
-        return Guard(
+        guard = Guard(
             base.checklist,
             base.policy_text,
             gate=base.gate,
@@ -110,6 +110,11 @@ class Service:
             session_wait_s=SESSION_TURN_WAIT_S,
             session_result_wait_s=0,
         )
+        # The guard logs "not checked, no verifier" once per set of requirements: once per process, not per
+        # request. A line per decision grows the log with the traffic, and once a supervisor's unread pipe
+        # is full (64 KiB) every decision that logs waits on it.
+        guard._unverified_logged = base._unverified_logged
+        return guard
 
     def jwks(self) -> dict[str, list[dict[str, str]]]:
         return jwks(self.keys)

@@ -91,3 +91,28 @@ def test_a_cheap_check_is_answered_while_over_budget_checks_flood_the_pool() -> 
     assert time.monotonic() - started < 2.5  # each waits at most for a restart, never behind the flood
     for thread in threads:
         thread.join(30)
+
+
+def test_a_freed_worker_goes_to_the_costly_check_with_the_most_time_left() -> None:
+    """Not to the oldest, about to run out of time: it would be killed soon after it started, its slot restarted."""
+    pool = celprocess._Pool(celprocess.PoolSettings(workers=2, queue=4))  # costly checks hold 1 worker at a time
+    held = pool.acquire(True, time.monotonic() + 10)
+    got: list[str] = []
+
+    def wait(name: str, seconds: float) -> None:
+        try:
+            pool.acquire(True, time.monotonic() + seconds)
+            got.append(name)
+        except IsolatedTimeout:
+            got.append(f"{name} timed out")
+
+    oldest = threading.Thread(target=wait, args=("oldest", 1.0))
+    oldest.start()
+    time.sleep(0.2)
+    newest = threading.Thread(target=wait, args=("newest", 5.0))
+    newest.start()
+    time.sleep(0.2)
+    pool.release(held, True)
+    oldest.join(5)
+    newest.join(5)
+    assert got == ["newest", "oldest timed out"]

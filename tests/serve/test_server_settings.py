@@ -1,7 +1,7 @@
-"""One server configuration on every surface: review answers /healthz past 1,100 half-open connections.
+"""One server configuration on every surface: review and mcp-proxy answer /healthz past 1,100 half-open connections.
 
-A real ``policyguard review`` process under ``ulimit -n 1024`` on loopback, with the same limits
-as ``serve`` (``policyguard.serve.server``); every socket a test opens, it closes.
+Real ``policyguard review`` and ``mcp-proxy --listen`` processes under ``ulimit -n 1024`` on loopback, with
+the same limits as ``serve`` (``policyguard.serve.server``); every socket a test opens, it closes.
 """
 
 from __future__ import annotations
@@ -56,20 +56,11 @@ def _limit_open_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
-@pytest.fixture
-def review(tmp_path: Path) -> Iterator[tuple[str, int]]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    store = tmp_path / "approvals.db"
-    env = {**os.environ, "POLICYGUARD_REVIEW_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
-    from policyguard.approvals.url import open_approvals
-
-    open_approvals(f"sqlite:///{store}", create=True)
-    argv = [sys.executable, "-m", "policyguard", "review", "--store", f"sqlite:///{store}", "--port", str(port),
-            "--header-timeout", "2", "--body-timeout", "1", "--max-body-bytes", "1000"]  # fmt: skip
-    process = subprocess.Popen(argv, env=env, preexec_fn=_limit_open_files, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+@contextlib.contextmanager
+def _surface(argv: list[str], env: dict[str, str], port: int) -> Iterator[tuple[str, int]]:
+    """A surface's process listening on ``port`` under ``ulimit -n 1024``, once /healthz answers; killed on exit."""
+    process = subprocess.Popen(argv, env=env, preexec_fn=_limit_open_files, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -80,11 +71,45 @@ def review(tmp_path: Path) -> Iterator[tuple[str, int]]:
                 time.sleep(0.1)
         else:
             process.kill()
-            pytest.fail(f"review did not start: {process.communicate(timeout=5)[1]}")
+            pytest.fail(f"{argv[3]} did not start: {process.communicate(timeout=5)[1]}")
         yield "127.0.0.1", port
     finally:
         process.kill()
         process.wait(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def review(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    store = tmp_path / "approvals.db"
+    env = {**os.environ, "POLICYGUARD_REVIEW_TOKEN": TOKEN, "PYTHONPATH": str(ROOT)}
+    from policyguard.approvals.url import open_approvals
+
+    open_approvals(f"sqlite:///{store}", create=True)
+    port = _free_port()
+    argv = [sys.executable, "-m", "policyguard", "review", "--store", f"sqlite:///{store}", "--port", str(port),
+            "--header-timeout", "2", "--body-timeout", "1", "--max-body-bytes", "1000"]  # fmt: skip
+    with _surface(argv, env, port) as address:
+        yield address
+
+
+@pytest.fixture
+def mcp_proxy(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """``mcp-proxy --listen`` in front of the test shop (tests/integrations/mcp_upstream.py), default limits."""
+    pytest.importorskip("mcp")
+    shop = ROOT / "tests" / "integrations"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    port = _free_port()
+    argv = [sys.executable, "-m", "policyguard", "mcp-proxy", "--listen", f"127.0.0.1:{port}",
+            "--policy", str(shop / "mcp_policy.md"), "--checklist", str(shop / "mcp_checklist.yaml"),
+            "--", sys.executable, str(shop / "mcp_upstream.py"), "--log", str(tmp_path / "executed.jsonl")]  # fmt: skip
+    with _surface(argv, env, port) as address:
+        yield address
 
 
 def test_review_health_answers_past_1100_half_open_connections_under_ulimit_1024(review: tuple[str, int]) -> None:
@@ -92,6 +117,15 @@ def test_review_health_answers_past_1100_half_open_connections_under_ulimit_1024
         status, seconds = _healthz(review)
     assert status.endswith(b"200 OK")
     assert seconds < 1.0  # the bound is 100 ms (benchmarks); this machine is shared
+
+
+def test_mcp_proxy_health_answers_past_1100_half_open_connections_under_ulimit_1024(
+    mcp_proxy: tuple[str, int],
+) -> None:
+    with half_open(mcp_proxy, 1_100):
+        status, seconds = _healthz(mcp_proxy)
+    assert status.endswith(b"200 OK")
+    assert seconds < 1.0  # the bound is 100 ms (benchmarks/bench_health_flood.py); this machine is shared
 
 
 def test_serve_closes_a_slow_body_and_refuses_an_oversized_one(replicas: Any) -> None:
