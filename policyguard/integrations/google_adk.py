@@ -76,6 +76,8 @@ from policyguard.errors import ConfigError, FormatError, PolicyGuardError
 from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
+from ._resulttext import result_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from google.adk.plugins import BasePlugin
 
@@ -213,16 +215,6 @@ def record_key(session: Any) -> str:
 def failed(result: Any) -> bool:
     """Whether a tool's result reports a failure: a dict whose ``"error"`` is true (ADK's own convention)."""
     return isinstance(result, Mapping) and bool(result.get("error"))
-
-
-def result_text(result: Any) -> str:
-    """A tool's result as the record keeps it: a string as it is, anything else as JSON."""
-    if isinstance(result, str):
-        return result
-    try:
-        return json.dumps(result, sort_keys=True, default=str)
-    except ValueError:
-        return str(result)
 
 
 def response_text(response: Any) -> str:

@@ -41,7 +41,6 @@ shows (a history processor trimmed or summarised it) still counts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -64,6 +63,8 @@ from policyguard.errors import PolicyGuardError
 from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
 from policyguard.trajectory.formats.common import error_text
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
+
+from ._resulttext import result_text
 
 __all__ = ["GuardHalted", "PolicyGuardCapability", "trajectory"]
 
@@ -138,15 +139,6 @@ def _session(ctx: RunContext[Any]) -> str:
     if not ctx.conversation_id:
         raise PolicyGuardError("the run has no conversation_id, so the guard has no record to judge on")
     return ctx.conversation_id
-
-
-def result_text(result: Any) -> str:
-    if isinstance(result, str):
-        return result
-    try:
-        return json.dumps(result, sort_keys=True, default=str)
-    except ValueError:
-        return str(result)
 
 
 def trajectory(messages: Sequence[ModelMessage]) -> Trajectory:
