@@ -1,4 +1,4 @@
-"""p50 of the ``policyguard hook claude-code`` process on a read and on a write (issue 34 target: <= 200 ms).
+"""p50 of the ``policyguard hook claude-code`` process on a read and on a write (target: <= 200 ms).
 
 Each sample is one whole process, as Claude Code runs it: interpreter start, the
 CLI, loading the refund desk's policy and checklist, opening the project's SQLite
@@ -8,9 +8,12 @@ PostToolUse, and is denied by the gate's CEL check (within-captured). For scale
 it also times, as fresh processes, the interpreter's own start (``python -c
 pass``), ``import pydantic``, and what any gate-only process must load before
 the library's own code runs: pydantic with one model, PyYAML and the CEL engine.
+With ``--server`` it also times the thin client (``hook claude-code --server URL``), which
+forwards each event to a ``policyguard serve`` started here on loopback with the same policy
+and checklist (its session record in SQLite): the process then imports no guard at all.
 Run from the checkout::
 
-    python benchmarks/bench_claude_code_hook.py [--runs 20]
+    python benchmarks/bench_claude_code_hook.py [--runs 20] [--server]
 
 Bytecode is compiled once into a scratch folder (even where PYTHONDONTWRITEBYTECODE
 is set), as an installed package has it; the reads recorded first warm it up.
@@ -26,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,10 +66,56 @@ def _timed(command: Sequence[str], env: dict[str, str], stdin: str = "") -> tupl
     return elapsed, cpu, done.stdout.strip()
 
 
-def hook(event: dict[str, object], env: dict[str, str]) -> tuple[float, float, str]:
-    command = [sys.executable, "-m", "policyguard", "hook", "claude-code", "--policy", str(desk.POLICY),
-               "--checklist", str(desk.CHECKLIST)]  # fmt: skip
+def hook(event: dict[str, object], env: dict[str, str], server: str | None = None) -> tuple[float, float, str]:
+    files = ["--server", server] if server else ["--policy", str(desk.POLICY), "--checklist", str(desk.CHECKLIST)]
+    command = [sys.executable, "-m", "policyguard", "hook", "claude-code", *files]
     return _timed(command, env, json.dumps(event))
+
+
+def _record_reads(t: Transcript, env: dict[str, str], server: str | None = None) -> None:
+    """The reads the write needs, as Claude Code runs them: PreToolUse, the result, PostToolUse."""
+    for call_id, name, result, call_args in [
+        ("toolu_01", "find_customer", desk.CUSTOMERS["ada@example.com"], {"email": "ada@example.com"}),
+        ("toolu_02", "get_order", desk.ORDERS["O1"], {"order_id": "O1"}),
+    ]:
+        t.assistant(use(call_id, name, **call_args))
+        hook(pre(t, call_id, name, **call_args), env, server)
+        t.result(call_id, result)
+        hook(post(t, call_id, name, json.dumps(result), **call_args), env, server)
+
+
+def _serve(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """A gate-only ``policyguard serve`` on a free loopback port, reading transcripts under ``folder``."""
+    command = [sys.executable, "-m", "policyguard", "serve", "--port", "0", "--log-level", "warning",
+               "--policy", str(desk.POLICY), "--checklist", str(desk.CHECKLIST),
+               "--store", f"sqlite:///{folder / 'server-sessions.db'}"]  # fmt: skip
+    server_env = {**env, "POLICYGUARD_HOOK_TRANSCRIPTS": str(folder)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=server_env)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "listening on " in line:
+            url = line.split("listening on ", 1)[1].split()[0].replace("0.0.0.0", "127.0.0.1")
+            threading.Thread(target=process.stdout.read, daemon=True).start()  # never let its output fill the pipe
+            return process, url
+    raise SystemExit(f"serve exited ({process.wait()}) before listening")
+
+
+def _thin_client(folder: Path, env: dict[str, str], runs: int) -> list[list[tuple[float, float, str]]]:
+    """The same read and write through ``--server``, in a session of their own on the server's record."""
+    process, url = _serve(folder, env)
+    try:
+        t = Transcript(folder / "project" / "thin.jsonl", session="thin-client-session")
+        t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
+        _record_reads(t, env, url)
+        reads, writes = [], []
+        for i in range(runs):
+            reads.append(hook(pre(t, f"toolu_read{i}", "find_customer", email="ada@example.com"), env, url))
+            writes.append(hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env, url))
+            assert "within-captured" in writes[-1][2], writes[-1][2]
+        return [reads, writes]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def _row(name: str, samples: list[tuple[float, float, str]]) -> str:
@@ -78,6 +128,7 @@ def _row(name: str, samples: list[tuple[float, float, str]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--server", action="store_true", help="also time the thin client against a local serve")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder) / "project"
@@ -85,14 +136,7 @@ def main() -> None:
         env = _env(project, Path(folder) / "pycache")
         t = Transcript(project / "session.jsonl")
         t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
-        for call_id, name, result, call_args in [
-            ("toolu_01", "find_customer", desk.CUSTOMERS["ada@example.com"], {"email": "ada@example.com"}),
-            ("toolu_02", "get_order", desk.ORDERS["O1"], {"order_id": "O1"}),
-        ]:
-            t.assistant(use(call_id, name, **call_args))
-            hook(pre(t, call_id, name, **call_args), env)
-            t.result(call_id, result)
-            hook(post(t, call_id, name, json.dumps(result), **call_args), env)
+        _record_reads(t, env)
         python = [sys.executable, "-c"]
         _timed([*python, FLOOR], env)  # compiles the floor's bytecode too
         reads, writes, bare, pydantic, floor = [], [], [], [], []
@@ -103,12 +147,16 @@ def main() -> None:
             bare.append(_timed([*python, "pass"], env))
             pydantic.append(_timed([*python, "import pydantic"], env))
             floor.append(_timed([*python, FLOOR], env))
+        thin = _thin_client(Path(folder), env, args.runs) if args.server else []
     print(f"fresh processes, {args.runs} runs each, interleaved")
     print(_row("hook, read (find_customer, passes)", reads))
     print(_row("hook, write (issue_refund, denied)", writes))
     print(_row("python -c pass", bare))
     print(_row("python -c 'import pydantic'", pydantic))
     print(_row("pydantic + 1 model + yaml + CEL engine", floor))
+    if thin:
+        print(_row("thin client --server, read", thin[0]))
+        print(_row("thin client --server, write (denied)", thin[1]))
 
 
 if __name__ == "__main__":

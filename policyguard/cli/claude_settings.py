@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,17 +37,28 @@ def _pattern(key: str) -> str:
     return "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in key)
 
 
-def hooks_block(checklist: Checklist, policy: str, checklist_path: str) -> dict[str, Any]:
-    """The ``hooks`` entries for PreToolUse and PostToolUse (paths relative to the project)."""
-    command = (
-        f'{MARKER} --policy "$CLAUDE_PROJECT_DIR/{policy}" --checklist "$CLAUDE_PROJECT_DIR/{checklist_path}" || exit 2'
-    )
+def hooks_block(checklist: Checklist, policy: str, checklist_path: str, server: str | None = None) -> dict[str, Any]:
+    """The ``hooks`` entries for PreToolUse and PostToolUse (paths relative to the project).
+
+    With ``server`` the command is the thin client of that ``policyguard serve``, which must run with
+    the same policy and checklist; the matcher still comes from the checklist.
+    """
+    if server is not None:
+        command = f"{MARKER} --server {shlex.quote(server)} || exit 2"
+    else:
+        command = (
+            f'{MARKER} --policy "$CLAUDE_PROJECT_DIR/{policy}" --checklist "$CLAUDE_PROJECT_DIR/{checklist_path}"'
+            " || exit 2"
+        )
     entry = {"matcher": matcher(checklist), "hooks": [{"type": "command", "command": command,
                                                         "timeout": HOOK_TIMEOUT_S}]}  # fmt: skip
     return {"PreToolUse": [entry], "PostToolUse": [entry]}
 
 
 def write_settings(checklist: Checklist, args: argparse.Namespace) -> int:
+    server = getattr(args, "server", None)
+    if server is not None and not re.fullmatch(r"https?://[^\s'\"]+", server):
+        raise ConfigError(f"--server must be an http:// or https:// URL, got {server!r}")
     if args.policy is None:
         raise ConfigError("--host claude-code needs --policy POLICY.md (the hook command reads it)")
     project = args.project.resolve()
@@ -61,7 +73,7 @@ def write_settings(checklist: Checklist, args: argparse.Namespace) -> int:
         if not isinstance(settings, dict) or not isinstance(settings.get("hooks", {}), dict):
             raise ConfigError(f"{path}: the settings or their 'hooks' are not a JSON object")
     hooks = settings.setdefault("hooks", {})
-    for event, entries in hooks_block(checklist, policy, checklist_path).items():
+    for event, entries in hooks_block(checklist, policy, checklist_path, server).items():
         kept = [e for e in hooks.get(event, []) if MARKER not in json.dumps(e)]
         hooks[event] = [*kept, *entries]
     try:

@@ -41,8 +41,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "with the answer, 2 with one line on stderr on any error (Claude Code then blocks the call); never 1."
         ),
     )
-    claude.add_argument("--policy", type=Path, required=True, help="the policy text file")
-    claude.add_argument("--checklist", type=Path, required=True, help="the checklist YAML")
+    claude.add_argument("--policy", type=Path, help="the policy text file (required unless --server)")
+    claude.add_argument("--checklist", type=Path, help="the checklist YAML (required unless --server)")
+    claude.add_argument(
+        "--server",
+        default=None,
+        metavar="URL",
+        help="forward the event to a running `policyguard serve` (its POST /v1/hooks/claude-code, bearer token from "
+        "$POLICYGUARD_SERVE_TOKEN) and print its answer; the server's policy and checklist decide. A server that "
+        "is down or answers anything but a JSON object is exit 2 (blocked)",
+    )
     claude.add_argument(
         "--store",
         default=None,
@@ -85,7 +93,19 @@ def run(args: argparse.Namespace) -> int:
     """Answer the event on stdin; every failure is exit 2 with one line on stderr."""
     previous = _arm(args.timeout)
     try:
-        answer = _answer(args, sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
+        if args.server is not None:  # the thin client: the standard library only, no guard in this process
+            from .hookclient import forward
+
+            if args.policy is not None or args.checklist is not None:
+                raise _Usage("--server decides with the server's policy and checklist: drop --policy and --checklist")
+            data = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
+            if len(data) > MAX_EVENT_BYTES:
+                raise _Usage(f"the hook event is larger than {MAX_EVENT_BYTES} bytes")
+            answer = forward(args.server, data, args.timeout)
+        elif args.policy is None or args.checklist is None:
+            raise _Usage("give --policy and --checklist, or --server URL")
+        else:
+            answer = _answer(args, sys.stdin.buffer.read(MAX_EVENT_BYTES + 1))
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
         return 0
@@ -130,8 +150,14 @@ def default_store(cwd: str | None) -> str:
     return f"sqlite:///{path}"
 
 
+class _Usage(Exception):
+    """A wrong combination of flags: blocked like any other failure, naming the fix."""
+
+
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())[:500]
+    if type(exc).__name__ in ("ForwardError", "_Usage") and text:
+        return text
     from policyguard.errors import PolicyGuardError
 
     return text if isinstance(exc, PolicyGuardError) and text else f"{type(exc).__name__}: {text}"

@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     parser.add_argument("--policy", type=Path, help="the policy file the host's hook reads (with --host)")
     parser.add_argument("--project", type=Path, default=Path("."), help="the project folder (with --host; default .)")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="with --host claude-code: the hook is the thin client of a running `policyguard serve` at URL (started "
+        "with the same --policy and --checklist): each call forwards the event instead of loading the guard",
+    )
     parser.set_defaults(func=run)
 
 

@@ -87,3 +87,25 @@ def test_init_writes_the_hooks_block_whose_matcher_lists_the_checklist_tools(
         assert pattern.search(name), name
     for name in ("Bash", "Read", "issue_refund_all", "mcp__desk__other"):
         assert not pattern.search(name), name
+
+
+def test_init_with_a_server_writes_the_thin_client_command(tmp_path: Path) -> None:
+    for name in ("policy.md", "checklist.yaml"):
+        shutil.copy(desk.HERE / name, tmp_path / name)
+    args = ["init", str(tmp_path / "checklist.yaml"), "--host", "claude-code", "--policy",
+            str(tmp_path / "policy.md"), "--project", str(tmp_path), "--server", "http://127.0.0.1:8700"]  # fmt: skip
+    assert main(args) == 0
+    hooks = json.loads((tmp_path / ".claude" / "settings.json").read_text())["hooks"]
+    command = hooks["PreToolUse"][0]["hooks"][0]["command"]
+    assert command == "policyguard hook claude-code --server http://127.0.0.1:8700 || exit 2"
+    assert re.compile(hooks["PreToolUse"][0]["matcher"]).search("issue_refund")
+
+
+@pytest.mark.parametrize("server", ["ftp://example.org", "http://x; rm -rf ~", "localhost:8700"])
+def test_init_refuses_a_server_that_is_not_a_plain_http_url(tmp_path: Path, server: str) -> None:
+    for name in ("policy.md", "checklist.yaml"):
+        shutil.copy(desk.HERE / name, tmp_path / name)
+    args = ["init", str(tmp_path / "checklist.yaml"), "--host", "claude-code", "--policy",
+            str(tmp_path / "policy.md"), "--project", str(tmp_path), "--server", server]  # fmt: skip
+    assert main(args) == 2
+    assert not (tmp_path / ".claude" / "settings.json").exists()
