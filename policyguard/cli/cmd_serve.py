@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
         from policyguard.serve import ServeConfig, build_service, create_app
         from policyguard.serve.auth import TOKEN_ENV, server_token
-        from policyguard.serve.server import from_args
+        from policyguard.serve.server import from_args, share_the_interpreter
     except ImportError as exc:
         hint = install_hint("serve")
         raise ConfigError(f"policyguard serve needs the 'serve' extra: {hint} ({exc})") from None
@@ -192,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if args.shadow and args.workers > 1:
         raise ConfigError("--shadow serves one worker for now: drop --workers or run without --shadow")
     limits = server.limits()
+    share_the_interpreter()  # also in each --workers process (policyguard.serve.worker)
     _configure_cel_pool(args.cel_workers, args.cel_queue)
     service = build_service(config)  # also in the parent with --workers: a bad setting fails here, once
     if args.shadow:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
@@ -68,6 +69,31 @@ __all__ += ["remediation_message"]
 _log = logging.getLogger("policyguard")
 
 
+class UnverifiedLog:
+    """Logs "not checked, no verifier" once per set of requirements (at most 1,024 sets); thread-safe.
+
+    A guard has its own; guards made per request (``policyguard serve``) share one, so the warning is
+    logged once per process: a line per decision grows the log with the traffic, and once a
+    supervisor's unread pipe is full every decision that logs waits on it.
+    """
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, ...]] = set()
+        self._lock = threading.Lock()
+
+    def warn(self, unverified: Sequence[str]) -> bool:
+        """Log the warning for these requirement ids unless it was logged already; True when logged now."""
+        key = tuple(sorted(unverified))
+        with self._lock:
+            if key in self._seen or len(self._seen) >= self.LIMIT:
+                return False
+            self._seen.add(key)
+        _log.warning("policyguard: %s", rules.unverified_warning(list(key)))
+        return True
+
+
 class Guard:
     """Checks pending tool calls against a policy and its checklist.
 
@@ -105,6 +131,7 @@ class Guard:
         mode: GuardMode = "enforce",
         max_fetches: int = 4,
         fetch_timeout_s: float = 10.0,
+        unverified_log: UnverifiedLog | None = None,
     ) -> None:
         checklist.check_policy(policy_text)
         checked_mode(mode)
@@ -134,7 +161,9 @@ class Guard:
         # ... and for the results of the session's earlier allowed writes (default: as long)
         self.session_result_wait_s = None if session_result_wait_s is None else float(session_result_wait_s)
         # The stages read these settings on every call (policyguard.guard.settings): reassigning one takes effect.
-        self._unverified_logged: set[tuple[str, ...]] = set()
+        # "not checked, no verifier" is logged once per set of requirements by this log: pass one log to every
+        # guard of a process (serve builds a guard per request) to log it once per process, not per request
+        self.unverified_log = unverified_log if unverified_log is not None else UnverifiedLog()
         self._sessions = SessionBridge(self, sessions)
         self._front: FrontCheck = FrontRefusals(self)
         self._front_in_session: FrontCheck = FrontRefusals(self, check_id_reuse=False)  # the record checks ids
@@ -385,10 +414,7 @@ class Guard:
         """Name, once per set of requirements, what an allowed call had nobody check (the library's stderr)."""
         if not decision.allowed or self.verifier is not None or not decision.unverified:
             return
-        key = tuple(sorted(decision.unverified))
-        if key not in self._unverified_logged and len(self._unverified_logged) < 1024:
-            self._unverified_logged.add(key)
-            _log.warning("policyguard: %s", rules.unverified_warning(list(key)))
+        self.unverified_log.warn(decision.unverified)
 
     def _unverified(self, first: Decision, ids: dict[str, Any]) -> Decision:
         return rules.without_verifier(first, ids, allow_unverified=self.allow_unverified)

@@ -159,6 +159,12 @@ def _read_trajectory(payload: CheckRequest) -> Any:
         raise BadRequest(422, message, field="trajectory") from None
 
 
+def _read_check(body: bytes) -> tuple[CheckRequest, Any, Any]:
+    """The request, its dialogue and its pending call; BadRequest (400/422) naming what cannot be read."""
+    payload: CheckRequest = parse_model(CheckRequest, parse_json(body))
+    return payload, _read_trajectory(payload), _read_call(payload.call)
+
+
 def _record_fate(service: Service, report: ResultReport) -> bool:
     """Tell the session what became of the call; False when no call of that id waits for a result."""
     session = service.session(report.session_id)
@@ -192,9 +198,10 @@ def create_app(service: Service) -> Starlette:
         return wrapped
 
     async def check(request: Request) -> Response:
-        payload: CheckRequest = parse_model(CheckRequest, parse_json(await _read_body(request, config.max_body_bytes)))
-        trajectory = _read_trajectory(payload)
-        call = _read_call(payload.call)
+        body = await _read_body(request, config.max_body_bytes)
+        # Reading the request is CPU work (JSON, models, the dialogue): in a thread, so the event loop, which
+        # answers /healthz, only waits for the interpreter lock a switch interval at a time, never for a parse.
+        payload, trajectory, call = await anyio.to_thread.run_sync(_read_check, body)
         request_id = uuid.uuid4().hex
         guard = service.guard(payload.principal, request_id)
         session = service.session(payload.session_id) if payload.session_id is not None else None

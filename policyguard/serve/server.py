@@ -30,6 +30,20 @@ from .connections import ACCEPT_BATCH, HEADER_TIMEOUT_S, ConnectionLimits, fit_o
 
 BODY_TIMEOUT_S = 30.0
 KEEP_ALIVE_S = 5.0
+SWITCH_INTERVAL_S = 0.001  # how long a thread may hold the interpreter lock while another waits (Python: 5 ms)
+
+
+def share_the_interpreter(interval_s: float = SWITCH_INTERVAL_S) -> None:
+    """Let the event loop take the interpreter lock from a deciding thread within ``interval_s``.
+
+    Decisions run in threads, and their CPU work (the gate's estimates, the engine's conversions)
+    holds the lock the event loop needs to answer ``/healthz``. At Python's default 5 ms a probe
+    that needs the lock a few times over (accept, read, write) waits a few times 5 ms per deciding
+    thread ahead of it. For one server process, set at its start.
+    """
+    import sys
+
+    sys.setswitchinterval(interval_s)
 
 
 class ServerSettings(BaseModel):

@@ -109,11 +109,8 @@ class Service:
             sessions=base.sessions,
             session_wait_s=SESSION_TURN_WAIT_S,
             session_result_wait_s=0,
+            unverified_log=base.unverified_log,  # "not checked, no verifier": once per process, not per request
         )
-        # The guard logs "not checked, no verifier" once per set of requirements: once per process, not per
-        # request. A line per decision grows the log with the traffic, and once a supervisor's unread pipe
-        # is full (64 KiB) every decision that logs waits on it.
-        guard._unverified_logged = base._unverified_logged
         return guard
 
     def jwks(self) -> dict[str, list[dict[str, str]]]:

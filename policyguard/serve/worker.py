@@ -32,6 +32,8 @@ def worker_config(config: ServeConfig, pid: int) -> ServeConfig:
 def app_from_env() -> Starlette:
     """The app factory uvicorn calls in each worker process."""
     from . import create_app
+    from .server import share_the_interpreter
 
+    share_the_interpreter()
     config = worker_config(ServeConfig.model_validate_json(os.environ[CONFIG_ENV]), os.getpid())
     return create_app(build_service(config))
