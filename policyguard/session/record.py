@@ -590,13 +590,23 @@ class Session:
         )
 
     def _append(self, events: list[NewEvent]) -> list[SessionEvent]:
-        """Append to the store, then apply everything up to and including these events (other replicas' too)."""
+        """Append to the store, then apply everything up to and including these events (other replicas' too).
+
+        A store numbers a session's events one after the other in one write transaction, so events numbered
+        right after the newest this object applied are applied as returned; a gap (another guard or replica
+        appended meanwhile) is read from the store first."""
         try:
             added = self.store.append_events(self.id, events)
         except SessionEvicted as exc:
             self.evicted = str(exc)
             raise
-        self.sync()
+        if added and added[0].seq == self._seq + 1 and all(
+            later.seq == earlier.seq + 1 for earlier, later in zip(added, added[1:])
+        ):  # numbered right after what we hold: nobody appended between, so no read of the store is needed
+            for event in added:
+                self._apply(event)
+        else:
+            self.sync()
         self._changed.notify_all()
         return added
 
