@@ -600,9 +600,8 @@ class Session:
         except SessionEvicted as exc:
             self.evicted = str(exc)
             raise
-        if added and added[0].seq == self._seq + 1 and all(
-            later.seq == earlier.seq + 1 for earlier, later in zip(added, added[1:])
-        ):  # numbered right after what we hold: nobody appended between, so no read of the store is needed
+        if [event.seq for event in added] == list(range(self._seq + 1, self._seq + 1 + len(added))) and added:
+            # numbered right after what we hold: nobody appended between, so no read of the store is needed
             for event in added:
                 self._apply(event)
         else:
