@@ -172,6 +172,49 @@ class Guarded:
             raise SystemExit(f"execute failed {response.status_code}: {response.text[:300]}")
 
 
+class Conversation:
+    """``POST /v1/check`` on the airline dialogue, each client growing its own conversation.
+
+    Every step adds the previous cancellation's result (the reservation record, as the tool returns it),
+    a user turn and a new pending ``cancel_reservation``; after ``turns`` steps the client starts a new
+    conversation. With ``session=True`` each conversation has its own ``session_id``, so the server
+    merges only the messages it adds into the session's record and judges on the record; without it
+    the same bodies are checked one-shot. The two are the same dialogue, so their ratio is what the
+    session record costs.
+    """
+
+    def __init__(self, directory: Path, *, session: bool, turns: int = 40) -> None:
+        self.base, self.call, self.principal = dialogue()
+        self.session, self.turns = session, turns
+        self.label = f"check, growing dialogue ({'session_id' if session else 'one-shot'})"
+        self.server_args = CheckOnly(directory).server_args
+        self.reservation = self.base[6]["content"]
+        self.state: dict[int, tuple[str, list[dict[str, Any]], int]] = {}  # client -> (session, messages, steps)
+        self.run = f"S{os.getpid()}x{time.time_ns() % 10**9}"
+
+    def prepare(self, store: str, ids: range) -> None:
+        return None
+
+    async def step(self, http: Any, i: int) -> None:
+        key = id(http)
+        session_id, messages, steps = self.state.get(key, ("", [], self.turns))
+        if steps >= self.turns:
+            session_id, messages, steps = f"{self.run}-{i}", list(self.base[:-1]), 0
+        else:
+            last = messages[-1]["tool_calls"][0]["id"]
+            messages = messages + [
+                {"role": "tool", "tool_call_id": last, "content": self.reservation},
+                {"role": "user", "content": f"Please make sure it is cancelled ({steps})."},
+            ]
+        call = {**self.call, "id": f"pending-{i}-{time.monotonic_ns()}"}
+        messages = messages + [{"role": "assistant", "content": None, "tool_calls": [call]}]
+        body: dict[str, Any] = {"trajectory": messages, "call": call, "principal": self.principal}
+        if self.session:
+            body["session_id"] = session_id
+        _expect_allow(await http.post("/v1/check", json=body))
+        self.state[key] = (session_id, messages, steps + 1)
+
+
 def _expect_allow(response: Any) -> dict[str, Any]:
     decision: dict[str, Any] = response.json()
     if response.status_code != 200 or decision.get("outcome") != "allow" or "grant" not in decision:
@@ -252,26 +295,48 @@ def main() -> int:
         help="also time the full guarded call through HTTP: /v1/check then /v1/execute (refund sandbox, "
         "one nonce and one ledger claim per call) on each store",
     )
+    parser.add_argument(
+        "--sessions",
+        action="store_true",
+        help="also time a growing dialogue per client, one-shot and with a session_id per conversation, and "
+        "print the ratio session / one-shot",
+    )
+    parser.add_argument("--only-sessions", action="store_true", help="time the growing dialogues only")
+    parser.add_argument("--replicas", default="1,2", help="replica counts to run (default 1,2)")
     args = parser.parse_args()
+    replica_counts = [int(x) for x in args.replicas.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         stores = args.store or [f"sqlite:///{directory / 'bench.db'}"]
         print(f"policyguard serve: {args.n} requests per line, {args.clients} clients, {os.cpu_count()} cores; "
               "airline dialogue of 20 messages")  # fmt: skip
-        workloads = [CheckOnly(directory)] + ([Guarded(directory)] if args.guarded else [])
+        workloads: list[Any] = [] if args.only_sessions else [CheckOnly(directory)]
+        workloads += [Guarded(directory)] if args.guarded else []
+        if args.sessions or args.only_sessions:
+            workloads += [Conversation(directory, session=False), Conversation(directory, session=True)]
         offset = 0
         rates: dict[tuple[str, str, int], float] = {}
+        p99s: dict[tuple[str, str, int], float] = {}
         for workload in workloads:
             for store in stores:
                 kind = store.split("://", 1)[0]
-                for replicas in (1, 2):
+                for replicas in replica_counts:
                     rate, p50, p99, cpu = run(workload, replicas, store, args.n, args.clients, directory, offset)
                     offset += args.n + 200
                     rates[(workload.label, kind, replicas)] = rate
+                    p99s[(workload.label, kind, replicas)] = p99
                     print(f"  {workload.label:<34} {kind:<10} {replicas} replica{'s' if replicas > 1 else ' '} "
                           f"{rate:8.1f} ops/s   p50 {p50:7.1f} ms   p99 {p99:7.1f} ms   ({cpu})")  # fmt: skip
-                ratio = rates[(workload.label, kind, 2)] / rates[(workload.label, kind, 1)]
-                print(f"  {workload.label:<34} {kind:<10} ratio 2 replicas / 1 replica: {ratio:.2f}x")
+                if 1 in replica_counts and 2 in replica_counts:
+                    ratio = rates[(workload.label, kind, 2)] / rates[(workload.label, kind, 1)]
+                    print(f"  {workload.label:<34} {kind:<10} ratio 2 replicas / 1 replica: {ratio:.2f}x")
+                if isinstance(workload, Conversation) and workload.session:
+                    for replicas in replica_counts:
+                        one_shot = (workload.label.replace("session_id", "one-shot"), kind, replicas)
+                        here = (workload.label, kind, replicas)
+                        print(f"  session_id / one-shot  {kind:<10} {replicas} replica{'s' if replicas > 1 else ' '}"
+                              f"  throughput {rates[here] / rates[one_shot]:.2f}x   "
+                              f"p99 {p99s[here] / p99s[one_shot]:.2f}x")  # fmt: skip
             kinds = sorted({k for (label, k, _) in rates if label == workload.label})
             if "sqlite" in kinds and len(kinds) > 1:
                 for other in (k for k in kinds if k != "sqlite"):

@@ -47,6 +47,9 @@ def tools() -> dict[str, Any]:
     def get_approval(approval_id: str) -> dict[str, Any]:
         return {"approval_id": approval_id, "status": "none"}
 
+    def escalate_to_human(reason: str = "") -> dict[str, Any]:
+        return {"status": "queued"}
+
     def issue_refund(**arguments: Any) -> dict[str, Any]:
         return {"status": "refunded", **arguments}
 
@@ -54,6 +57,7 @@ def tools() -> dict[str, Any]:
         "get_transaction": get_transaction,
         "get_refund_policy": get_refund_policy,
         "get_approval": get_approval,
+        "escalate_to_human": escalate_to_human,
         "issue_refund": issue_refund,
     }
 

@@ -437,43 +437,43 @@ def _newest(name: str, source: FactSource, keys: dict[str, Any], sites: list[Cal
     reads = {source.tool, *source.also}
     writes = set(source.refreshed_by) - reads
     invalid = set(source.invalidated_by)
-    relevant = in_effect_order(sites, reads, writes | invalid)
     value: Any = None
-    found_index: int | None = None
+    found = False
     why: str | None = None
-    for index in range(len(relevant) - 1, -1, -1):  # newest call first
-        site = relevant[index]
+    newer: list[CallSite] = []  # the sites after the one found, in effect order, newest first
+    for site in newest_first(sites, reads, writes | invalid):  # stops at the newest usable read, however long
         tool = site.call.name
-        if tool not in reads and tool not in writes:
-            continue
-        if not _args_match(site.call, keys):
-            continue
-        if tool in writes and source.failed_writes_change_nothing and _failed(site):
-            continue  # the tool refused it: it changed nothing
-        record, problem = _readable(source, keys, site)
-        if problem is None:
-            value, found_index = record, index
-            break
-        if tool in writes:
-            return Missing(
-                f"{tool} changed the {name} after it was read and its result cannot be read as the {name} "
-                f"({problem}): call {{read}} again"
-            )
-        if not keys:  # an unkeyed fact is whatever the newest read returned: an older read is another record
-            return Missing(f"the newest {tool} read cannot be used ({problem}): call {{read}} successfully")
-        if site.result is None and why is None:
-            # The newest read of this record is not answered yet (a sibling of the pending call, run beside it):
-            # what it returns will be the record as it was then, so an older read is not the state to judge on.
-            return Missing(
-                f"the newest {tool} read of the {name} has no result yet: wait for it, or call {{read}} again"
-            )
-        if why is None:
-            why = problem
-    if found_index is None:
+        if (
+            (tool in reads or tool in writes)
+            and _args_match(site.call, keys)
+            and not (tool in writes and source.failed_writes_change_nothing and _failed(site))
+        ):  # a write the tool refused (failed_writes_change_nothing) changed nothing
+            record, problem = _readable(source, keys, site)
+            if problem is None:
+                value, found = record, True
+                break
+            if tool in writes:
+                return Missing(
+                    f"{tool} changed the {name} after it was read and its result cannot be read as the {name} "
+                    f"({problem}): call {{read}} again"
+                )
+            if not keys:  # an unkeyed fact is whatever the newest read returned: an older read is another record
+                return Missing(f"the newest {tool} read cannot be used ({problem}): call {{read}} successfully")
+            if site.result is None and why is None:
+                # The newest read of this record is not answered yet (a sibling of the pending call, run beside
+                # it): what it returns will be the record as it was then, so an older read is not the state to
+                # judge on.
+                return Missing(
+                    f"the newest {tool} read of the {name} has no result yet: wait for it, or call {{read}} again"
+                )
+            if why is None:
+                why = problem
+        newer.append(site)
+    if not found:
         if why is None:
             return Missing("call {read} first", never_read=True)
         return Missing(f"{why}: call {{read}} (a successful read of this record) first")
-    for site in relevant[found_index + 1 :] if invalid else ():  # in effect order: only later ones
+    for site in reversed(newer) if invalid else ():  # in effect order: only later ones
         if site.call.name not in invalid:
             continue
         if source.failed_writes_change_nothing and _failed(site):
@@ -498,6 +498,26 @@ def in_effect_order(sites: list[CallSite], reads: set[str], changers: set[str]) 
     if changers and len(relevant) > 1:
         relevant.sort(key=lambda site: (site.order[0], site.call.name in changers and site.call.name not in reads))
     return relevant
+
+
+def newest_first(sites: list[CallSite], reads: set[str], changers: set[str]) -> Iterator[CallSite]:
+    """:func:`in_effect_order` backwards, made lazily from the end of ``sites`` (in call order): a reader
+    that stops at the newest record it can use reads only the messages after it, not the whole history."""
+    index = len(sites) - 1
+    while index >= 0:
+        message = sites[index].order[0]
+        group_reads: list[CallSite] = []
+        group_changers: list[CallSite] = []
+        while index >= 0 and sites[index].order[0] == message:
+            site = sites[index]
+            name = site.call.name
+            if name in reads:
+                group_reads.append(site)
+            elif name in changers:
+                group_changers.append(site)
+            index -= 1
+        yield from group_changers  # a message's changers count after its reads (see in_effect_order)
+        yield from group_reads
 
 
 def _failed(site: CallSite) -> bool:

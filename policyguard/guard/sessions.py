@@ -106,7 +106,8 @@ class SessionBridge:
                 "guard", SESSION_BUSY_MESSAGE, error="another check of this session was still being judged", **ids
             ), None
         try:
-            record.sync()
+            if not mutating:  # a write's claim brought the record up to date already, holding the session
+                record.sync()
             record.observe(trajectory, pending=call)
         except SessionError as exc:
             if not mutating:

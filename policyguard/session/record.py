@@ -159,6 +159,12 @@ class Session:
         self._claiming: set[object] = set()  # checks inside claim (waiting for the turn or the store's hold)
         self._released: set[object] = set()  # ... of those, the ones released meanwhile (cancelled)
         self.evicted: str | None = None
+        # The view's settled prefix (see _extend_settled): the CallSites of the first `_cached` entries of `_order`
+        # that the gate sees, `_marks[p]` = how many of them come before order entry p, and their successes.
+        self._cached = 0
+        self._cache: list[CallSite] = []
+        self._marks: list[int] = []
+        self._cache_successes: dict[str, tuple[list[int], list[ToolResult]]] = {}  # tool -> (cache indices, results)
 
     # -- what the guard asks ------------------------------------------------
 
@@ -273,22 +279,85 @@ class Session:
         with self._lock:
             at = self._pending.get(pending.id) if pending is not None else None
             cut = self.sites[at].place if at is not None else None
-            shown = {ref for ref in self._host.open.values() if isinstance(ref, int)}
-            sites: list[CallSite] = []
-            successes: dict[str, list[ToolResult]] = {}
-            for index in self._order:
-                site = self.sites[index]
-                if cut is not None and site.place >= cut:
-                    break
-                if site.judged == "block":
-                    continue
-                if site.judged == "seen" and site.result is None and site.unknown is None and index not in shown:
-                    continue  # issued, never judged nor answered, and the history no longer shows it: as one-shot
-                sites.append(CallSite(site.call, site.place, site.result))
-                result = site.result
-                if result is not None and not result.is_error:
-                    successes.setdefault(site.call.name, []).append(result)
+            self._extend_settled()
+            cached = self._cache
+            end = len(cached) if cut is None else bisect.bisect_left(cached, cut, key=lambda site: site.order)
+            sites = cached[:end]
+            successes = {
+                tool: results[: bisect.bisect_left(indices, end)]
+                for tool, (indices, results) in self._cache_successes.items()
+                if indices[0] < end
+            }
+            if end == len(cached):  # the rest of the record: the sites whose visibility may still change
+                shown = {ref for ref in self._host.open.values() if isinstance(ref, int)}
+                for position in range(self._cached, len(self._order)):
+                    index = self._order[position]
+                    site = self.sites[index]
+                    if cut is not None and site.place >= cut:
+                        break
+                    if not self._visible(site, index, shown):
+                        continue
+                    sites.append(CallSite(site.call, site.place, site.result))
+                    result = site.result
+                    if result is not None and not result.is_error:
+                        successes.setdefault(site.call.name, []).append(result)
             return RecordView(sites, dict(self._said), successes)
+
+    @staticmethod
+    def _visible(site: _Site, index: int, shown: set[int]) -> bool:
+        """Whether the gate sees ``site``: not blocked, and judged, answered, of unknown fate or still shown."""
+        if site.judged == "block":
+            return False
+        return not (site.judged == "seen" and site.result is None and site.unknown is None and index not in shown)
+
+    @staticmethod
+    def _settled(site: _Site) -> bool:
+        """Whether ``site``'s visibility no longer depends on the host's history: judged, answered or unknown.
+        (What can still change it, a result or a judgement, un-settles it: :meth:`_unsettle`.)"""
+        return site.judged != "seen" or site.result is not None or site.unknown is not None
+
+    def _extend_settled(self) -> None:
+        """Extend the view's settled prefix over the settled sites that follow it in ``_order``.
+
+        Every check reads the whole record; this keeps what cannot have changed since the last check, so a
+        check at message 2,000 builds the view of only the sites that changed, not of all of them. A site
+        that changes, or a site placed inside the prefix, cuts the prefix back to it (:meth:`_unsettle`).
+        """
+        order, cache, marks = self._order, self._cache, self._marks
+        while self._cached < len(order):
+            index = order[self._cached]
+            site = self.sites[index]
+            if not self._settled(site):
+                return
+            marks.append(len(cache))
+            self._cached += 1
+            if site.judged == "block":
+                continue
+            result = site.result
+            if result is not None and not result.is_error:
+                indices, results = self._cache_successes.setdefault(site.call.name, ([], []))
+                indices.append(len(cache))
+                results.append(result)
+            cache.append(CallSite(site.call, site.place, result))
+
+    def _unsettle(self, position: int) -> None:
+        """Cut the view's settled prefix back to ``_order`` entry ``position`` (it changed or moved)."""
+        if position >= self._cached:
+            return
+        keep = self._marks[position]
+        del self._cache[keep:], self._marks[position:]
+        self._cached = position
+        for tool in list(self._cache_successes):
+            indices, results = self._cache_successes[tool]
+            kept = bisect.bisect_left(indices, keep)
+            del indices[kept:], results[kept:]
+            if not indices:
+                del self._cache_successes[tool]
+
+    def _position(self, index: int) -> int:
+        """Where site ``index`` is in ``_order``."""
+        key = self.sites[index].key
+        return bisect.bisect_left(self._order, key, key=lambda at: self.sites[at].key)
 
     def await_earlier_reads(self, pending: ToolCall, timeout: float) -> None:
         """Wait (up to ``timeout`` seconds, holding the session) for the results of the reads issued before
@@ -521,13 +590,22 @@ class Session:
         )
 
     def _append(self, events: list[NewEvent]) -> list[SessionEvent]:
-        """Append to the store, then apply everything up to and including these events (other replicas' too)."""
+        """Append to the store, then apply everything up to and including these events (other replicas' too).
+
+        A store numbers a session's events one after the other in one write transaction, so events numbered
+        right after the newest this object applied are applied as returned; a gap (another guard or replica
+        appended meanwhile) is read from the store first."""
         try:
             added = self.store.append_events(self.id, events)
         except SessionEvicted as exc:
             self.evicted = str(exc)
             raise
-        self.sync()
+        if [event.seq for event in added] == list(range(self._seq + 1, self._seq + 1 + len(added))) and added:
+            # numbered right after what we hold: nobody appended between, so no read of the store is needed
+            for event in added:
+                self._apply(event)
+        else:
+            self.sync()
         self._changed.notify_all()
         return added
 
@@ -544,7 +622,9 @@ class Session:
                 previous = self._direct_next if direct_group == place[0] else 0
                 self._direct_group, self._direct_next = place[0], max(previous, place[1] + 1)
             self.sites.append(site)
-            bisect.insort(self._order, at, key=lambda index: self.sites[index].key)
+            position = bisect.bisect_right(self._order, site.key, key=lambda index: self.sites[index].key)
+            self._unsettle(position)  # placed inside the view's settled prefix (a read fetched for an older call)
+            self._order.insert(position, at)
             self._message = max(self._message, place[0])
             if self._is_pending(site):
                 self._running_writes.add(at)
@@ -557,6 +637,7 @@ class Session:
             if at is None or self.sites[at].judged != "seen":
                 return
             site = self.sites[at]
+            self._unsettle(self._position(at))
             site.judged = event.judged
             if self._is_pending(site):
                 self._running_writes.add(at)
@@ -568,6 +649,7 @@ class Session:
             site = self.sites[at]
             if site.result is not None:
                 return
+            self._unsettle(self._position(at))
             self._running_writes.discard(at)
             if event.kind == "unknown":
                 site.unknown = event.content or "unknown"
