@@ -13,15 +13,21 @@ per element copied, ``benchmarks/bench_worst_case.py``). Both branches of
 ``&&``, ``||`` and ``?:`` are counted, so the estimate is an upper bound the
 engine's short-circuiting can only beat.
 
-The engine also copies values: reading a list or map (``facts.searches``, a
-comprehension's ``c.result``) as the target of a macro, an argument of a
-function, an operand of ``==`` or ``in`` copies the whole value, nested items
-included; ``map`` and ``filter`` copy their accumulator and part of the
-activation on every step. So every value read costs its *weight* (the count of
-the items, entries and scalars inside it, strings by 256 characters), not one
+The engine also copies values: selecting a field or an item (``facts.searches``,
+a comprehension's ``c.result``, ``l[0]``) copies the whole selected value, nested
+items included, and a comprehension copies its range about twice more while it
+binds the items (:data:`BIND_COPIES`); ``map`` and ``filter`` copy their
+accumulator on every step. So every value selected costs its *weight* (the count
+of the items, entries and scalars inside it, strings by 256 characters), not one
 step: ``args.flights.all(f, facts.searches.exists(...))`` is flights x the
 weight of ``facts.searches``. Before that rule a shipped airline check was
 estimated far under the budget and ran 24 s on a request under the body limit.
+A bare name is a reference, not a copy: ``facts``, ``args`` or a comprehension's
+``c`` costs one step however large it is (measured: ``facts.s`` in a loop beside a
+3,000-item fact, or ``b.size()`` on a comprehension's 3,000-item ``b``, takes the
+time of a scalar read; ``facts.big.size()`` or ``c.result.size()`` takes one copy of
+the selected list per read). Charging the whole variable per read made honest
+airline checks over a few hundred items estimate 300,000 steps for 300 us of work.
 
 One step is roughly one comprehension iteration of the engine or one item
 copied (measured 0.1-0.5 us; ``benchmarks/bench_cel_cost.py`` and the property
@@ -51,6 +57,7 @@ CONVERT_STEPS = 4  # steps per unit of weight to convert a value into the engine
 MAX_STEPS = 500_000_000
 ISOLATED_SECONDS = 1.0
 WALK_LIMIT = 100_000  # items: values larger are sent apart without an estimate (its walk would take ~0.2 s)
+BIND_COPIES = 2  # a comprehension copies its range about twice over, binding its items (measured 1.2-1.5)
 MACROS: frozenset[str] = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _ACCUMULATES: frozenset[str] = frozenset({"map", "filter"})
 _SCANS_TARGET: frozenset[str] = frozenset({"contains", "startsWith", "endsWith", "matches"})
@@ -367,9 +374,8 @@ class _Estimate:
         kind = node.kind
         if kind == "lit":
             return 1, SCALAR
-        if kind == "ident":
-            shape = self.scopes.get(node.name, self.everything)
-            return 1 + shape.weight, shape
+        if kind == "ident":  # a reference: the engine copies what is selected from it, not the variable
+            return 1, self.scopes.get(node.name, self.everything)
         if kind == "macro":
             return self.macro(node)
         if kind == "bind":
@@ -425,7 +431,7 @@ class _Estimate:
             inner, result = self.scoped(body, variable.name, element)
             per_element += inner
         n = shape.size
-        steps += 1 + n * per_element
+        steps += 1 + BIND_COPIES * shape.weight + n * per_element
         if node.name not in _ACCUMULATES:
             return steps, SCALAR
         out = Shape(n, shape.weight if node.name == "filter" else 1 + n * (1 + result.weight))
@@ -528,8 +534,7 @@ class _Static:
         if kind == "lit":
             return _ONE, _STATIC_SCALAR
         if kind == "ident":
-            shape = self.scopes.get(node.name, _ANY)
-            return _add(_ONE, shape.weight), shape
+            return _ONE, self.scopes.get(node.name, _ANY)
         if kind == "macro":
             return self.macro(node)
         if kind == "bind":
@@ -578,7 +583,7 @@ class _Static:
             inner, result = self.scoped(body, variable.name, element)
             per_element = _add(per_element, inner)
         n = shape.size
-        steps = _add(steps, _ONE, _mul(n, per_element))
+        steps = _add(steps, _ONE, _mul((BIND_COPIES,), shape.weight), _mul(n, per_element))
         if node.name not in _ACCUMULATES:
             return steps, _STATIC_SCALAR
         if node.name == "filter":
