@@ -19,9 +19,9 @@ import time
 from typing import Any
 
 from policyguard.gate.cel import Activation, compile_check
-from policyguard.gate.celcost import CONVERT_STEPS, estimate
+from policyguard.gate.celcost import CONVERT_STEPS, STEP_SECONDS, estimate
 
-STEP_US = 0.5  # the step the budget is sized with: DECISION_BUDGET x STEP_US = 50 ms
+STEP_US = STEP_SECONDS * 1e6  # the step the budget is sized with: DECISION_BUDGET x STEP_US = 50 ms
 FACTOR = 4  # measured time stays under FACTOR x STEP_US x the estimate
 
 SHAPES: tuple[str, ...] = (

@@ -69,6 +69,7 @@ from .celcost import (
     DECISION_BUDGET,
     ISOLATED_SECONDS,
     MAX_STEPS,
+    STEP_SECONDS,
     WALK_LIMIT,
     Bound,
     CostParseError,
@@ -198,6 +199,17 @@ class Activation:
     (:mod:`policyguard.gate.celcost`): the checks evaluated over it share
     ``budget`` steps, conversions included. Not thread-safe: build one per
     call, never share it between threads.
+
+    A check is admitted here only if its estimate fits what is left of the
+    budget; once it has run, the budget is charged the time it took (converted
+    at :data:`~policyguard.gate.celcost.STEP_SECONDS` per step, the rate the
+    budget is sized with) in place of its estimate. Estimates are upper bounds
+    (every branch, every item, no early stop), often 100-1,000 times the work
+    of an honest call; summed over a decision's checks they sent honest checks
+    to the worker process. The engine time of a decision stays bounded as
+    before: the checks before the last admitted one took at most the budget's
+    time (``DECISION_BUDGET x STEP_SECONDS`` = 50 ms), and the last one fit the
+    remainder by its estimate.
     """
 
     def __init__(self, variables: Mapping[str, Any], *, budget: int = DECISION_BUDGET) -> None:
@@ -208,6 +220,7 @@ class Activation:
         self._views: dict[Roots, _View] = {}
         self._memo: tuple[dict[int, int], dict[int, Any]] = ({}, {})
         self._apart_cost = 0
+        self._reserved = 0  # the estimate charged for the check being evaluated, until it is settled
 
     def view(self, roots: Roots = WHOLE) -> _View:
         found = self._views.get(roots)
@@ -240,7 +253,13 @@ class Activation:
             self._apart_cost = cost
             return False
         self.spent += cost
+        self._reserved = cost
         return True
+
+    def settle(self, seconds: float) -> None:
+        """Charge the check admitted by :meth:`charge` the time it took, in place of its estimate (at least a step)."""
+        self.spent += max(1, int(seconds / STEP_SECONDS)) - self._reserved
+        self._reserved = 0
 
     def isolated(self, source: str, roots: Roots = WHOLE) -> Any:
         """Evaluate ``source`` in a worker process, within what is left of the decision's time for that."""
@@ -363,9 +382,15 @@ class CheckProgram:
         activation = variables if isinstance(variables, Activation) else Activation(variables)
         if self._path is not None:  # a plain path such as args.order_id: no engine needed
             return self._walk(activation.variables)
-        if self._cost is not None and not activation.charge(*self._cost, self.source, self._roots):
+        if self._cost is None:
+            return self._execute(activation)
+        if not activation.charge(*self._cost, self.source, self._roots):
             return activation.isolated(self.source, self._roots)
-        return self._execute(activation)
+        started = time.perf_counter()
+        try:
+            return self._execute(activation)
+        finally:
+            activation.settle(time.perf_counter() - started)
 
     def _execute(self, activation: Activation) -> Any:
         try:

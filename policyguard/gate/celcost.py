@@ -35,8 +35,10 @@ test of ``tests/gate/test_cel_cost_model.py`` keep measured time within a stated
 factor of the estimate; real checks on tau2's data, whose ``exists`` stop early,
 run far below it). Per decision:
 
-* checks evaluate in this process while their estimates add up to at most
-  :data:`DECISION_BUDGET` steps (at most ~50 ms of engine time);
+* a check evaluates in this process when its estimate fits what is left of
+  :data:`DECISION_BUDGET` steps (~50 ms of engine time); once it has run, what
+  is left shrinks by the time it took, at :data:`STEP_SECONDS` per step, not by
+  its estimate (:meth:`policyguard.gate.cel.Activation.settle`);
 * a check past that, up to :data:`MAX_STEPS`, runs in a separate process
   (:mod:`policyguard.gate.celprocess`) given :data:`ISOLATED_SECONDS` per decision
   and killed past them, so it cannot hold this process's interpreter lock;
@@ -53,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 DECISION_BUDGET = 100_000
+STEP_SECONDS = 0.5e-6  # the time a step is sized at: DECISION_BUDGET steps are 50 ms of engine time
 CONVERT_STEPS = 4  # steps per unit of weight to convert a value into the engine (measured 1-2 us per unit)
 MAX_STEPS = 500_000_000
 ISOLATED_SECONDS = 1.0
