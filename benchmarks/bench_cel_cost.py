@@ -40,6 +40,7 @@ SHAPES: tuple[str, ...] = (
     "(args.a + facts.b).size() > 0",
     "args.a.all(x, facts.c.exists(c, c == x.k) || size(facts.b) > 0)",
     "facts.b.all(x, x.v >= 0) && facts.o.b.all(x, x.k != '')",
+    "[0, 1, 2, 3, 4, 5, 6, 7].filter(i, i < args.a.size()).all(i, facts.b.exists(y, y.k != args.a[i].k))",
 )
 SIZES: tuple[tuple[int, int], ...] = ((10, 10), (50, 200), (200, 50), (100, 1000), (1000, 100), (20, 5000))
 

@@ -370,6 +370,7 @@ class _Estimate:
     def __init__(self, summary: Summary) -> None:
         self.everything = summary.everything
         self.total = summary.total
+        self.variables = summary.variables
         self.scopes = dict(summary.variables)
 
     def cost(self, node: Node) -> tuple[int, Shape]:
@@ -440,9 +441,47 @@ class _Estimate:
         out = Shape(n, shape.weight if node.name == "filter" else 1 + n * (1 + result.weight))
         if node.name == "filter":
             out.items, out.values, out.fields = shape.items, shape.values, shape.fields
+            if _naturals(target):  # [0, 1, ..., 15].filter(k, k < args.item_ids.size() && ...): at most that many
+                kept = self.below(bodies[0], variable.name)
+                out.size = n if kept is None else min(n, kept)
         else:
             out.items = out.values = result
         return steps + n * (out.weight + self.total), out  # each step copies the accumulator and the activation
+
+    def below(self, body: Node, variable: str) -> int | None:
+        """A bound on how many distinct naturals ``k`` make ``body`` true, from a conjunct ``k < X.size()``.
+
+        ``X.size()`` (or ``size(X)``, either minus a literal) where ``X`` is a path of fields of ``args`` or
+        ``facts`` holding a list or a map: its length is in the summary, exact. A string's length is not
+        (strings are counted by 256 characters), nor is a path through a comprehension's variable (merged).
+        """
+        if body.kind == "binary" and body.name == "&&":
+            bounds = [b for b in (self.below(side, variable) for side in body.children) if b is not None]
+            return min(bounds, default=None)
+        if body.kind != "binary" or body.name != "<" or body.children[0] != Node("ident", variable):
+            return None
+        limit = body.children[1]
+        if limit.kind == "binary" and limit.name == "-" and _natural(limit.children[1]):
+            limit = limit.children[0]
+        if limit.kind != "call" or limit.name != "size":
+            return None
+        path = limit.children[-1]
+        if len(limit.children) != (2 if limit.children[0] == Node("lit") else 1):
+            return None
+        shape = self.path(path)
+        return None if shape is None or shape.items is None else shape.size
+
+    def path(self, node: Node) -> Shape | None:
+        """The summarised shape of ``args.a.b`` or ``facts.x`` (fields only, the variable not rebound), else None."""
+        if node.kind == "ident":
+            shape = self.variables.get(node.name)
+            return shape if shape is not None and self.scopes.get(node.name) is shape else None
+        if node.kind != "select":
+            return None
+        parent = self.path(node.children[0])
+        if parent is None or parent.fields is None:
+            return None
+        return parent.fields.get(node.name)
 
     def scoped(self, body: Node, name: str, shape: Shape) -> tuple[int, Shape]:
         return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
@@ -457,6 +496,21 @@ class _Estimate:
         shape = Shape(sum(s.size for s in distinct.values()), sum(s.weight for s in distinct.values()))
         shape.items = shape.values = self.everything
         return shape
+
+
+_NATURAL = re.compile(r"\d+")
+
+
+def _natural(node: Node) -> bool:
+    return node.kind == "lit" and _NATURAL.fullmatch(node.name) is not None
+
+
+def _naturals(node: Node) -> bool:
+    """Whether ``node`` is a list literal of distinct non-negative integers (``[0, 1, 2]``)."""
+    if node.kind != "list" or not all(_natural(item) for item in node.children):
+        return False
+    values = [int(item.name) for item in node.children]
+    return len(set(values)) == len(values)
 
 
 Poly = tuple[int, ...]  # coefficients of a polynomial in G, lowest power first

@@ -179,3 +179,29 @@ def test_the_engine_time_of_a_decision_stays_within_the_budgets_time_plus_the_la
     assert len(times) > 1  # more than the one check its estimate alone would admit
     assert sum(times[:-1]) <= DECISION_BUDGET * STEP_SECONDS + 0.01  # + the timing's own overhead
 
+
+# --- [0, 1, ..., 15].filter(k, k < args.x.size()): as many rounds as the list has items ----------------
+
+INDEXED = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9].filter(k, k < args.ids.size() - 1).all(k, facts.b.exists(y, y == args.ids[k]))"
+
+
+def _indexed_estimate(source: str, ids: object) -> int:
+    tree = parse(source)
+    return estimate(tree, Summary({"args": {"ids": ids}, "facts": {"b": [str(k) for k in range(200)]}}))
+
+
+def test_an_index_loop_is_estimated_by_the_length_it_is_cut_to_not_the_literal() -> None:
+    """Ten rounds are written, k < args.ids.size() - 1 keeps one for two ids: the body is counted once, not ten times."""
+    two, ten = _indexed_estimate(INDEXED, ["a", "b"]), _indexed_estimate(INDEXED, [str(k) for k in range(10)])
+    assert 5 * two < ten
+    assert Bound(parse(INDEXED))(10_000) >= ten  # the cheap bound still counts the ten
+
+
+def test_an_index_loop_over_what_is_not_a_path_to_a_list_keeps_the_literals_length() -> None:
+    """A string's size is its characters (summarised by 256), a comprehension variable's is merged: no cut."""
+    cut = _indexed_estimate(INDEXED, ["a", "b"])
+    assert _indexed_estimate(INDEXED, "ab") > 2 * cut  # a 2-character string: ten rounds (+ the filter, same)
+    rebound = "[{'ids': ['a', 'b']}].all(args, " + INDEXED + ")"  # args is no longer the call's arguments
+    assert _indexed_estimate(rebound, ["a", "b"]) > 2 * cut
+    repeated = INDEXED.replace("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]", "[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]")
+    assert _indexed_estimate(repeated, ["a", "b"]) > 2 * cut  # all ten pass k < 1
