@@ -238,7 +238,7 @@ class Shape:
     (list items, map values), ``fields`` of each key read with ``.name``.
     """
 
-    __slots__ = ("size", "weight", "items", "values", "fields")
+    __slots__ = ("size", "weight", "items", "values", "fields", "_pending")
 
     def __init__(self, size: int = 0, weight: int | None = None) -> None:
         self.size = size
@@ -246,6 +246,41 @@ class Shape:
         self.items: Shape | None = None
         self.values: Shape | None = None
         self.fields: dict[str, Shape] | None = None
+        self._pending: tuple[str, list[Shape]] | None = None  # merges made when first read: most are never read
+
+    def defer(self, how: str, shapes: list[Shape]) -> None:
+        """Merge ``shapes`` into ``items``/``values`` (``how``: items, values) or into all three (merge) when read."""
+        self._pending = (how, shapes)
+        if how != "values":
+            del self.items
+        del self.values
+        if how == "merge":
+            del self.fields
+
+    def __getattr__(self, name: str) -> Any:  # only for an unset slot: a deferred merge
+        if name not in ("items", "values", "fields") or self._pending is None:
+            raise AttributeError(name)
+        self._settle()
+        return object.__getattribute__(self, name)
+
+    def _settle(self) -> None:
+        assert self._pending is not None
+        how, shapes = self._pending
+        self._pending = None
+        if how == "items":  # a list's: what its items can be
+            self.items = self.values = _merge(shapes)
+        elif how == "values":  # a map's values
+            self.values = _merge(shapes)
+        else:  # one shape bounding each of shapes
+            parts = [s.items for s in shapes if s.items is not None]
+            self.items = _merge(parts) if parts else None
+            parts = [s.values for s in shapes if s.values is not None]
+            self.values = _merge(parts) if parts else None
+            by_field: dict[str, list[Shape]] = {}
+            for s in shapes:
+                for key, child in (s.fields or {}).items():
+                    by_field.setdefault(key, []).append(child)
+            self.fields = {key: _merge(children) for key, children in by_field.items()} if by_field else None
 
 
 SCALAR = Shape()
@@ -277,13 +312,13 @@ class Summary:
             shape = Shape(len(value))
             keys = max(map(len, value), default=0) >> 8
             shape.items = Shape(keys) if keys else SCALAR
-            shape.fields = {key: self._shape(child) for key, child in value.items()}
-            shape.values = _merge(list(shape.fields.values()))
-            shape.weight = 1 + sum(2 + (len(key) >> 8) + child.weight for key, child in shape.fields.items())
+            fields = shape.fields = {key: self._shape(child) for key, child in value.items()}
+            shape.defer("values", list(fields.values()))
+            shape.weight = 1 + sum(2 + (len(key) >> 8) + child.weight for key, child in fields.items())
         elif isinstance(value, list | tuple):
             children = [self._shape(child) for child in value]
             shape = Shape(len(value), 1 + len(children) + sum(child.weight for child in children))
-            shape.items = shape.values = _merge(children)
+            shape.defer("items", children)
         return shape
 
 
@@ -295,18 +330,7 @@ def _merge(shapes: list[Shape]) -> Shape:
     if len(distinct) == 1:
         return distinct[0]
     merged = Shape(max(s.size for s in distinct), max(s.weight for s in distinct))
-    parts = [s.items for s in distinct if s.items is not None]
-    if parts:
-        merged.items = _merge(parts)
-    parts = [s.values for s in distinct if s.values is not None]
-    if parts:
-        merged.values = _merge(parts)
-    by_field: dict[str, list[Shape]] = {}
-    for s in distinct:
-        for key, child in (s.fields or {}).items():
-            by_field.setdefault(key, []).append(child)
-    if by_field:
-        merged.fields = {key: _merge(children) for key, children in by_field.items()}
+    merged.defer("merge", distinct)
     return merged
 
 

@@ -182,7 +182,9 @@ def test_the_engine_time_of_a_decision_stays_within_the_budgets_time_plus_the_la
 
 # --- [0, 1, ..., 15].filter(k, k < args.x.size()): as many rounds as the list has items ----------------
 
-INDEXED = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9].filter(k, k < args.ids.size() - 1).all(k, facts.b.exists(y, y == args.ids[k]))"
+INDEXED = (
+    "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9].filter(k, k < args.ids.size() - 1).all(k, facts.b.exists(y, y == args.ids[k]))"
+)
 
 
 def _indexed_estimate(source: str, ids: object) -> int:
