@@ -387,90 +387,30 @@ def _in_scope(scopes: dict[str, _S], name: str, shape: _S, cost: Callable[[], _R
 
 def estimate(tree: Node, summary: Summary) -> int:
     """An upper bound on the engine's steps to evaluate ``tree`` over the summarised variables."""
-    return _Estimate(summary).cost(tree)[0]
+    return _compiled(tree)(_Estimate(summary))[0]
 
 
 class _Estimate:
+    """What one estimate walks with: the summarised variables and the shapes the macros' variables are bound to."""
+
     def __init__(self, summary: Summary) -> None:
         self.everything = summary.everything
         self.total = summary.total
         self.variables = summary.variables
         self.scopes = dict(summary.variables)
 
-    def cost(self, node: Node) -> tuple[int, Shape]:
-        """(steps, shape) of ``node``: the steps to evaluate it once, and what it can evaluate to."""
-        kind = node.kind
-        if kind == "lit":
-            return 1, SCALAR
-        if kind == "ident":  # a reference: the engine copies what is selected from it, not the variable
-            return 1, self.scopes.get(node.name, self.everything)
-        if kind == "macro":
-            return self.macro(node)
-        if kind == "bind":
-            name, init, body = node.children
-            steps, shape = self.cost(init)
-            inner, result = self.scoped(body, name.name, shape)
-            return 1 + steps + inner, result
-        costs = [self.cost(child) for child in node.children]
-        steps = 1 + sum(c for c, _ in costs)
-        shapes = [s for _, s in costs]
-        if kind in ("has", "unary"):
-            return steps, SCALAR
-        if kind == "select":  # a field the input never has is SCALAR: the engine stops there with an error
-            fields = shapes[0].fields
-            shape = self.everything if fields is None else fields.get(node.name, SCALAR)
-            return steps + shape.weight, shape
-        if kind == "index":
-            shape = shapes[0].values or SCALAR
-            return steps + shape.weight, shape
-        if kind in ("list", "map"):
-            shape = Shape(len(shapes) // (2 if kind == "map" else 1), 1 + len(shapes) + sum(s.weight for s in shapes))
-            shape.items = shape.values = self.join(shapes[:: 2 if kind == "map" else 1])
-            return steps, shape
-        if kind == "binary":
-            left, right = shapes
-            if node.name == "in":
-                return steps + right.weight, SCALAR
-            if node.name in ("==", "!="):
-                return steps + min(left.weight, right.weight), SCALAR
-            if node.name == "+":
-                shape = Shape(left.size + right.size, left.weight + right.weight)
-                shape.items = shape.values = self.join([left.items or SCALAR, right.items or SCALAR])
-                return steps + shape.weight, shape
-            return steps, SCALAR
-        if kind == "cond":
-            return steps, self.join(shapes[1:])
-        if kind == "call":  # a function reads each argument once; a string search, the target per pattern
-            sizes = [s.size for s in shapes]
-            if node.name in _SCANS_TARGET:
-                return steps + sizes[0] * max(1, *sizes[1:]), SCALAR
-            steps += sum(s.weight for s in shapes)
-            return steps, self.everything if node.name == "dyn" else SCALAR
-        raise AssertionError(f"unknown node kind {kind!r}")
-
-    def macro(self, node: Node) -> tuple[int, Shape]:
-        """``range.all(x, body)`` and friends: the body once per element; ``map``/``filter`` copy their result."""
-        target, variable, *bodies = node.children
-        steps, shape = self.cost(target)
-        element = shape.items or SCALAR
-        per_element = 1
-        result = element
-        for body in bodies:
-            inner, result = self.scoped(body, variable.name, element)
-            per_element += inner
-        n = shape.size
-        steps += 1 + BIND_COPIES * shape.weight + n * per_element
-        if node.name not in _ACCUMULATES:
-            return steps, SCALAR
-        out = Shape(n, shape.weight if node.name == "filter" else 1 + n * (1 + result.weight))
-        if node.name == "filter":
-            out.items, out.values, out.fields = shape.items, shape.values, shape.fields
-            if _naturals(target):  # [0, 1, ..., 15].filter(k, k < args.item_ids.size() && ...): at most that many
-                kept = self.below(bodies[0], variable.name)
-                out.size = n if kept is None else min(n, kept)
-        else:
-            out.items = out.values = result
-        return steps + n * (out.weight + self.total), out  # each step copies the accumulator and the activation
+    def scoped(self, step: _Step, name: str, shape: Shape) -> tuple[int, Shape]:
+        """``step`` with ``name`` bound to ``shape`` (a macro's variable), the outer binding restored after."""
+        scopes = self.scopes
+        outer = scopes.get(name)
+        scopes[name] = shape
+        try:
+            return step(self)
+        finally:
+            if outer is None:
+                del scopes[name]
+            else:
+                scopes[name] = outer
 
     def below(self, body: Node, variable: str) -> int | None:
         """A bound on how many distinct naturals ``k`` make ``body`` true, from a conjunct ``k < X.size()``.
@@ -507,9 +447,6 @@ class _Estimate:
             return None
         return parent.fields.get(node.name)
 
-    def scoped(self, body: Node, name: str, shape: Shape) -> tuple[int, Shape]:
-        return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
-
     def join(self, shapes: list[Shape]) -> Shape:
         """A shape any of ``shapes`` fits: itself when they are one; else as large as anything."""
         distinct = {id(s): s for s in shapes if s is not SCALAR}
@@ -520,6 +457,160 @@ class _Estimate:
         shape = Shape(sum(s.size for s in distinct.values()), sum(s.weight for s in distinct.values()))
         shape.items = shape.values = self.everything
         return shape
+
+
+_Step = Callable[[_Estimate], tuple[int, Shape]]
+_LIT = (1, SCALAR)
+
+
+def _compiled(tree: Node) -> _Step:
+    """``tree``'s estimate as nested closures, built once per tree (kept on it): the walk runs per decision."""
+    found = tree.__dict__.get("_step")
+    if found is None:
+        found = _step(tree)
+        object.__setattr__(tree, "_step", found)  # not a field: equality and hashing ignore it
+    return found
+
+
+def _step(node: Node) -> _Step:
+    """The rule of :func:`estimate` for ``node``: (steps to evaluate it once, the shape of what it can be)."""
+    kind, name = node.kind, node.name
+    if kind == "lit":
+        return lambda env: _LIT
+    if kind == "ident":  # a reference: the engine copies what is selected from it, not the variable
+
+        def ident(env: _Estimate) -> tuple[int, Shape]:
+            return 1, env.scopes.get(name, env.everything)
+
+        return ident
+    if kind == "macro":
+        return _macro(node)
+    if kind == "bind":
+        init, body = _step(node.children[1]), _step(node.children[2])
+        bound = node.children[0].name
+
+        def bind(env: _Estimate) -> tuple[int, Shape]:
+            steps, shape = init(env)
+            inner, result = env.scoped(body, bound, shape)
+            return 1 + steps + inner, result
+
+        return bind
+    children = [_step(child) for child in node.children]
+    if kind in ("has", "unary"):
+
+        def flat(env: _Estimate) -> tuple[int, Shape]:
+            return 1 + sum(child(env)[0] for child in children), SCALAR
+
+        return flat
+    if kind == "select":  # a field the input never has is SCALAR: the engine stops there with an error
+        (parent,) = children
+
+        def select(env: _Estimate) -> tuple[int, Shape]:
+            steps, shape = parent(env)
+            fields = shape.fields
+            found = env.everything if fields is None else fields.get(name, SCALAR)
+            return 1 + steps + found.weight, found
+
+        return select
+    if kind == "index":
+        target, key = children
+
+        def index(env: _Estimate) -> tuple[int, Shape]:
+            steps, shape = target(env)
+            found = shape.values or SCALAR
+            return 1 + steps + key(env)[0] + found.weight, found
+
+        return index
+    if kind in ("list", "map"):
+        stride = 2 if kind == "map" else 1
+
+        def literal(env: _Estimate) -> tuple[int, Shape]:
+            costs = [child(env) for child in children]
+            shapes = [s for _, s in costs]
+            shape = Shape(len(shapes) // stride, 1 + len(shapes) + sum(s.weight for s in shapes))
+            shape.items = shape.values = env.join(shapes[::stride])
+            return 1 + sum(c for c, _ in costs), shape
+
+        return literal
+    if kind == "binary":
+        return _binary(name, *children)
+    if kind == "cond":
+        test, yes, no = children
+
+        def cond(env: _Estimate) -> tuple[int, Shape]:
+            (a, _), (b, left), (c, right) = test(env), yes(env), no(env)
+            return 1 + a + b + c, env.join([left, right])
+
+        return cond
+    if kind == "call":  # a function reads each argument once; a string search, the target per pattern
+        if name in _SCANS_TARGET:
+
+            def scan(env: _Estimate) -> tuple[int, Shape]:
+                costs = [child(env) for child in children]
+                sizes = [s.size for _, s in costs]
+                return 1 + sum(c for c, _ in costs) + sizes[0] * max(1, *sizes[1:]), SCALAR
+
+            return scan
+        dyn = name == "dyn"
+
+        def call(env: _Estimate) -> tuple[int, Shape]:
+            steps = 1
+            for child in children:
+                cost, shape = child(env)
+                steps += cost + shape.weight
+            return steps, env.everything if dyn else SCALAR
+
+        return call
+    raise AssertionError(f"unknown node kind {kind!r}")
+
+
+def _binary(operator: str, left_step: _Step, right_step: _Step) -> _Step:
+    def binary(env: _Estimate) -> tuple[int, Shape]:
+        (a, left), (b, right) = left_step(env), right_step(env)
+        steps = 1 + a + b
+        if operator == "in":
+            return steps + right.weight, SCALAR
+        if operator == "==" or operator == "!=":
+            return steps + min(left.weight, right.weight), SCALAR
+        if operator == "+":
+            shape = Shape(left.size + right.size, left.weight + right.weight)
+            shape.items = shape.values = env.join([left.items or SCALAR, right.items or SCALAR])
+            return steps + shape.weight, shape
+        return steps, SCALAR
+
+    return binary
+
+
+def _macro(node: Node) -> _Step:
+    """``range.all(x, body)`` and friends: the body once per element; ``map``/``filter`` copy their result."""
+    target, variable, *bodies = node.children
+    range_step, body_steps, name = _step(target), [_step(body) for body in bodies], variable.name
+    accumulates, keeps = node.name in _ACCUMULATES, node.name == "filter"
+    cut = keeps and _naturals(target)  # [0, 1, ..., 15].filter(k, k < args.item_ids.size() && ...): at most that many
+
+    def macro(env: _Estimate) -> tuple[int, Shape]:
+        steps, shape = range_step(env)
+        element = shape.items or SCALAR
+        per_element = 1
+        result = element
+        for body in body_steps:
+            inner, result = env.scoped(body, name, element)
+            per_element += inner
+        n = shape.size
+        steps += 1 + BIND_COPIES * shape.weight + n * per_element
+        if not accumulates:
+            return steps, SCALAR
+        out = Shape(n, shape.weight if keeps else 1 + n * (1 + result.weight))
+        if keeps:
+            out.items, out.values, out.fields = shape.items, shape.values, shape.fields
+            if cut:
+                kept = env.below(bodies[0], name)
+                out.size = n if kept is None else min(n, kept)
+        else:
+            out.items = out.values = result
+        return steps + n * (out.weight + env.total), out  # each step copies the accumulator and the activation
+
+    return macro
 
 
 _NATURAL = re.compile(r"\d+")
