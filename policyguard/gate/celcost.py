@@ -298,14 +298,14 @@ class Summary:
         self.everything.items = self.everything.values = self.everything
 
     def _shape(self, value: Any) -> Shape:
-        if isinstance(value, str | bytes):
-            return SCALAR if len(value) < 256 else Shape(len(value) >> 8)
-        if not isinstance(value, dict | list | tuple):
-            return SCALAR
-        found = self._memo.get(id(value))
-        if found is None:
-            found = self._memo[id(value)] = self._container(value)
-        return found
+        if isinstance(value, _CONTAINERS):
+            found = self._memo.get(id(value))
+            if found is None:
+                found = self._memo[id(value)] = self._container(value)
+            return found
+        if isinstance(value, _TEXTS) and len(value) >= 256:
+            return Shape(len(value) >> 8)
+        return SCALAR
 
     def _container(self, value: Any) -> Shape:
         if isinstance(value, dict):
@@ -347,25 +347,41 @@ def total_weight(variables: Mapping[str, Any], memo: dict[int, int] | None = Non
     memo = {} if memo is None else memo  # by id: a value read twice (or shared) is walked once
     walked = 0
 
-    def weigh(value: Any) -> int:
+    def weigh(value: Any) -> int:  # a dict, list or tuple; scalars are weighed inline (most values are)
         nonlocal walked
-        if isinstance(value, str | bytes):
-            return len(value) >> 8
-        if not isinstance(value, dict | list | tuple):
-            return 0
         found = memo.get(id(value))
-        if found is None:
-            walked += len(value)
-            if limit is not None and walked > limit:
-                raise TooHeavy
-            if isinstance(value, dict):
-                found = 1 + sum(2 + (len(key) >> 8) + weigh(child) for key, child in value.items())
-            else:
-                found = 1 + sum(1 + weigh(child) for child in value)
-            memo[id(value)] = found
+        if found is not None:
+            return found
+        walked += len(value)
+        if limit is not None and walked > limit:
+            raise TooHeavy
+        found = 1
+        children: Any = value
+        if isinstance(value, dict):
+            found += sum(2 + (len(key) >> 8) for key in value)
+            children = value.values()
+        else:
+            found += len(value)
+        for child in children:
+            if isinstance(child, _CONTAINERS):
+                found += weigh(child)
+            elif isinstance(child, _TEXTS):
+                found += len(child) >> 8
+        memo[id(value)] = found
         return found
 
-    return sum(1 + weigh(value) for value in variables.values())
+    total = 0
+    for value in variables.values():
+        total += 1
+        if isinstance(value, _CONTAINERS):
+            total += weigh(value)
+        elif isinstance(value, _TEXTS):
+            total += len(value) >> 8
+    return total
+
+
+_CONTAINERS = (dict, list, tuple)
+_TEXTS = (str, bytes)
 
 
 _S = TypeVar("_S")
