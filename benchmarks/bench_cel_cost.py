@@ -19,9 +19,9 @@ import time
 from typing import Any
 
 from policyguard.gate.cel import Activation, compile_check
-from policyguard.gate.celcost import CONVERT_STEPS, estimate
+from policyguard.gate.celcost import CONVERT_STEPS, STEP_SECONDS, estimate
 
-STEP_US = 0.5  # the step the budget is sized with: DECISION_BUDGET x STEP_US = 50 ms
+STEP_US = STEP_SECONDS * 1e6  # the step the budget is sized with: DECISION_BUDGET x STEP_US = 50 ms
 FACTOR = 4  # measured time stays under FACTOR x STEP_US x the estimate
 
 SHAPES: tuple[str, ...] = (
@@ -40,6 +40,7 @@ SHAPES: tuple[str, ...] = (
     "(args.a + facts.b).size() > 0",
     "args.a.all(x, facts.c.exists(c, c == x.k) || size(facts.b) > 0)",
     "facts.b.all(x, x.v >= 0) && facts.o.b.all(x, x.k != '')",
+    "[0, 1, 2, 3, 4, 5, 6, 7].filter(i, i < args.a.size()).all(i, facts.b.exists(y, y.k != args.a[i].k))",
 )
 SIZES: tuple[tuple[int, int], ...] = ((10, 10), (50, 200), (200, 50), (100, 1000), (1000, 100), (20, 5000))
 

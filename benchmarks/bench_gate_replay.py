@@ -8,7 +8,9 @@ median over the passes):
 (b) the same CEL programs run by the engine alone on contexts converted before timing - no fact
     finding, no cost estimate, no worker process: the floor no gate can beat while it runs them;
 (c) their ratio, taken within one process: the machine is shared and noisy, so absolute figures
-    move between runs more than the ratio does.
+    move between runs more than the ratio does;
+
+and how many checks a pass sends to the worker process (over the in-process budget; ~1 ms a trip).
 
 The cases are ``tests/gate/data/{airline,retail}_replay_decisions.json.gz``
 (``benchmarks/gate_decisions.py``).
@@ -44,7 +46,7 @@ def _floor_inputs(gate: HardGate, cases: list[Any]) -> list[list[tuple[CheckProg
 
     Built afresh for every pass: an activation also carries the decision's budget, which one pass spends.
     """
-    out = []
+    out: list[list[tuple[CheckProgram, Activation]]] = []
     for call, trajectory, context, _ in cases:
         checklist = gate.checklist
         if not checklist.is_mutating(call.name):
@@ -73,6 +75,24 @@ def _time_gate(gate: HardGate, cases: list[Any]) -> list[float]:
         gate.check(call, trajectory, context)
         times.append(clock() - started)
     return times
+
+
+def _sent_apart(gate: HardGate, cases: list[Any]) -> int:
+    """How many checks one pass sends to the worker process (an untimed pass, counting Activation.isolated)."""
+    count = 0
+    isolated = Activation.isolated
+
+    def counted(self: Activation, *args: Any, **kwargs: Any) -> Any:
+        nonlocal count
+        count += 1
+        return isolated(self, *args, **kwargs)
+
+    Activation.isolated = counted  # type: ignore[method-assign]
+    try:
+        _time_gate(gate, cases)
+    finally:
+        Activation.isolated = isolated  # type: ignore[method-assign]
+    return count
 
 
 def _time_floor(inputs: list[list[tuple[CheckProgram, Activation]]]) -> list[float]:
@@ -114,7 +134,9 @@ def main() -> None:
     gate_median, gate_p99, gate_mean = _summary(gate_passes)
     floor_median, floor_p99, floor_mean = _summary(floor_passes)
     programs = sum(len(p) for p in inputs)
+    apart = _sent_apart(gate, cases)
     print(f"decisions: {len(cases)} ({args.domain} replay), CEL programs: {programs}, passes: {len(gate_passes)}")
+    print(f"checks sent to the worker process per pass: {apart}")
     print("                                          median      p99     mean   (us per decision)")
     print(f"(a) HardGate.check                       {gate_median:7.1f}  {gate_p99:7.1f}  {gate_mean:7.1f}")
     print(f"(b) the engine alone, converted contexts {floor_median:7.1f}  {floor_p99:7.1f}  {floor_mean:7.1f}")

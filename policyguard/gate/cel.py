@@ -57,7 +57,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
@@ -69,6 +69,7 @@ from .celcost import (
     DECISION_BUDGET,
     ISOLATED_SECONDS,
     MAX_STEPS,
+    STEP_SECONDS,
     WALK_LIMIT,
     Bound,
     CostParseError,
@@ -194,20 +195,40 @@ class Activation:
     given, so each check is handed only the keys of ``args`` and ``facts`` it
     reads (its :data:`Roots`): a check of ``facts.reservation`` never pays for
     a 4 MB search result beside it. Checks that read the same keys share one
-    converted context. The activation also holds the call's budget
+    converted context; given ``wide``, the keys all of a decision's checks
+    read, they share one context of those keys while its conversion costs at
+    most half of what is left of the budget (converting each fact once, not
+    once per check reading it: the replays' views overlap ~2.5-3x). The
+    activation also holds the call's budget
     (:mod:`policyguard.gate.celcost`): the checks evaluated over it share
     ``budget`` steps, conversions included. Not thread-safe: build one per
     call, never share it between threads.
+
+    A check is admitted here only if its estimate fits what is left of the
+    budget; once it has run, the budget is charged the time it took (converted
+    at :data:`~policyguard.gate.celcost.STEP_SECONDS` per step, the rate the
+    budget is sized with) in place of its estimate. Estimates are upper bounds
+    (every branch, every item, no early stop), often 100-1,000 times the work
+    of an honest call; summed over a decision's checks they sent honest checks
+    to the worker process. The engine time of a decision stays bounded as
+    before: the checks before the last admitted one took at most the budget's
+    time (``DECISION_BUDGET x STEP_SECONDS`` = 50 ms), and the last one fit the
+    remainder by its estimate.
     """
 
-    def __init__(self, variables: Mapping[str, Any], *, budget: int = DECISION_BUDGET) -> None:
+    def __init__(
+        self, variables: Mapping[str, Any], *, budget: int = DECISION_BUDGET, wide: Roots | None = None
+    ) -> None:
         self.variables = variables
         self.budget = budget
         self.spent = 0
         self.isolated_left = ISOLATED_SECONDS
         self._views: dict[Roots, _View] = {}
+        self._wide = wide
+        self._contexts: dict[Roots, _View] = {}  # the view whose context each admitted check's roots use
         self._memo: tuple[dict[int, int], dict[int, Any]] = ({}, {})
         self._apart_cost = 0
+        self._reserved = 0  # the estimate charged for the check being evaluated, until it is settled
 
     def view(self, roots: Roots = WHOLE) -> _View:
         found = self._views.get(roots)
@@ -224,7 +245,8 @@ class Activation:
         if view.weight() < 0:  # too large to walk here: apart, where the deadline bounds it
             self._apart_cost = MAX_STEPS
             return False
-        convert = 0 if view.context is not None else CONVERT_STEPS * view.weight()
+        converted = self._converted(roots, view)
+        convert = 0 if converted.context is not None else CONVERT_STEPS * converted.weight()
         cost = convert + (bound.poly[0] if bound.constant else bound(view.weight()))
         if self.spent + convert > self.budget and cost <= MAX_STEPS:  # apart whatever the estimate: skip its walk
             self._apart_cost = cost
@@ -240,7 +262,27 @@ class Activation:
             self._apart_cost = cost
             return False
         self.spent += cost
+        self._reserved = cost
+        self._contexts[roots] = converted
         return True
+
+    def _converted(self, roots: Roots, view: _View) -> _View:
+        """The view whose context a check of ``roots`` uses: the wide one when it covers them and is cheap enough."""
+        found = self._contexts.get(roots)
+        if found is not None:
+            return found
+        if self._wide is None or not _covers(self._wide, roots):
+            return view
+        wide = self.view(self._wide)
+        if wide.context is not None:
+            return wide
+        weight = wide.weight()
+        return wide if 0 <= CONVERT_STEPS * weight <= (self.budget - self.spent) // 2 else view
+
+    def settle(self, seconds: float) -> None:
+        """Charge the check admitted by :meth:`charge` the time it took, in place of its estimate (at least a step)."""
+        self.spent += max(1, int(seconds / STEP_SECONDS)) - self._reserved
+        self._reserved = 0
 
     def isolated(self, source: str, roots: Roots = WHOLE) -> Any:
         """Evaluate ``source`` in a worker process, within what is left of the decision's time for that."""
@@ -269,7 +311,7 @@ class Activation:
             self.isolated_left -= time.perf_counter() - started
 
     def context(self, roots: Roots = WHOLE) -> Any:
-        view = self.view(roots)
+        view = self._contexts.get(roots) or self.view(roots)
         if view.context is None:
             cel = engine()
             now = self.variables.get("now")
@@ -287,6 +329,22 @@ def _narrow(variables: Mapping[str, Any], roots: Roots) -> dict[str, Any]:
         if keys is not None and isinstance(value, Mapping):
             narrowed[name] = {key: value[key] for key in keys if key in value}
     return narrowed
+
+
+def _covers(wide: Roots, roots: Roots) -> bool:
+    return all(w is None or (r is not None and r <= w) for w, r in zip(wide, roots, strict=True))
+
+
+def union_roots(programs: Iterable[CheckProgram]) -> Roots:
+    """The keys of ``args`` and of ``facts`` any of ``programs`` reads (``None``: the whole map)."""
+    keys: list[frozenset[str] | None] = [frozenset(), frozenset()]
+    for program in programs:
+        if program._cost is None:  # a plain path: read without the engine
+            continue
+        for position, found in enumerate(program._roots):
+            held = keys[position]
+            keys[position] = None if held is None or found is None else held | found
+    return keys[0], keys[1]
 
 
 def roots_of(tree: Node) -> Roots:
@@ -363,9 +421,15 @@ class CheckProgram:
         activation = variables if isinstance(variables, Activation) else Activation(variables)
         if self._path is not None:  # a plain path such as args.order_id: no engine needed
             return self._walk(activation.variables)
-        if self._cost is not None and not activation.charge(*self._cost, self.source, self._roots):
+        if self._cost is None:
+            return self._execute(activation)
+        if not activation.charge(*self._cost, self.source, self._roots):
             return activation.isolated(self.source, self._roots)
-        return self._execute(activation)
+        started = time.perf_counter()
+        try:
+            return self._execute(activation)
+        finally:
+            activation.settle(time.perf_counter() - started)
 
     def _execute(self, activation: Activation) -> Any:
         try:

@@ -13,15 +13,21 @@ per element copied, ``benchmarks/bench_worst_case.py``). Both branches of
 ``&&``, ``||`` and ``?:`` are counted, so the estimate is an upper bound the
 engine's short-circuiting can only beat.
 
-The engine also copies values: reading a list or map (``facts.searches``, a
-comprehension's ``c.result``) as the target of a macro, an argument of a
-function, an operand of ``==`` or ``in`` copies the whole value, nested items
-included; ``map`` and ``filter`` copy their accumulator and part of the
-activation on every step. So every value read costs its *weight* (the count of
-the items, entries and scalars inside it, strings by 256 characters), not one
+The engine also copies values: selecting a field or an item (``facts.searches``,
+a comprehension's ``c.result``, ``l[0]``) copies the whole selected value, nested
+items included, and a comprehension copies its range about twice more while it
+binds the items (:data:`BIND_COPIES`); ``map`` and ``filter`` copy their
+accumulator on every step. So every value selected costs its *weight* (the count
+of the items, entries and scalars inside it, strings by 256 characters), not one
 step: ``args.flights.all(f, facts.searches.exists(...))`` is flights x the
 weight of ``facts.searches``. Before that rule a shipped airline check was
 estimated far under the budget and ran 24 s on a request under the body limit.
+A bare name is a reference, not a copy: ``facts``, ``args`` or a comprehension's
+``c`` costs one step however large it is (measured: ``facts.s`` in a loop beside a
+3,000-item fact, or ``b.size()`` on a comprehension's 3,000-item ``b``, takes the
+time of a scalar read; ``facts.big.size()`` or ``c.result.size()`` takes one copy of
+the selected list per read). Charging the whole variable per read made honest
+airline checks over a few hundred items estimate 300,000 steps for 300 us of work.
 
 One step is roughly one comprehension iteration of the engine or one item
 copied (measured 0.1-0.5 us; ``benchmarks/bench_cel_cost.py`` and the property
@@ -29,8 +35,10 @@ test of ``tests/gate/test_cel_cost_model.py`` keep measured time within a stated
 factor of the estimate; real checks on tau2's data, whose ``exists`` stop early,
 run far below it). Per decision:
 
-* checks evaluate in this process while their estimates add up to at most
-  :data:`DECISION_BUDGET` steps (at most ~50 ms of engine time);
+* a check evaluates in this process when its estimate fits what is left of
+  :data:`DECISION_BUDGET` steps (~50 ms of engine time); once it has run, what
+  is left shrinks by the time it took, at :data:`STEP_SECONDS` per step, not by
+  its estimate (:meth:`policyguard.gate.cel.Activation.settle`);
 * a check past that, up to :data:`MAX_STEPS`, runs in a separate process
   (:mod:`policyguard.gate.celprocess`) given :data:`ISOLATED_SECONDS` per decision
   and killed past them, so it cannot hold this process's interpreter lock;
@@ -47,10 +55,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 DECISION_BUDGET = 100_000
+STEP_SECONDS = 0.5e-6  # the time a step is sized at: DECISION_BUDGET steps are 50 ms of engine time
 CONVERT_STEPS = 4  # steps per unit of weight to convert a value into the engine (measured 1-2 us per unit)
 MAX_STEPS = 500_000_000
 ISOLATED_SECONDS = 1.0
 WALK_LIMIT = 100_000  # items: values larger are sent apart without an estimate (its walk would take ~0.2 s)
+BIND_COPIES = 2  # a comprehension copies its range about twice over, binding its items (measured 1.2-1.5)
 MACROS: frozenset[str] = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _ACCUMULATES: frozenset[str] = frozenset({"map", "filter"})
 _SCANS_TARGET: frozenset[str] = frozenset({"contains", "startsWith", "endsWith", "matches"})
@@ -228,7 +238,7 @@ class Shape:
     (list items, map values), ``fields`` of each key read with ``.name``.
     """
 
-    __slots__ = ("size", "weight", "items", "values", "fields")
+    __slots__ = ("size", "weight", "items", "values", "fields", "_pending")
 
     def __init__(self, size: int = 0, weight: int | None = None) -> None:
         self.size = size
@@ -236,6 +246,41 @@ class Shape:
         self.items: Shape | None = None
         self.values: Shape | None = None
         self.fields: dict[str, Shape] | None = None
+        self._pending: tuple[str, list[Shape]] | None = None  # merges made when first read: most are never read
+
+    def defer(self, how: str, shapes: list[Shape]) -> None:
+        """Merge ``shapes`` into ``items``/``values`` (``how``: items, values) or into all three (merge) when read."""
+        self._pending = (how, shapes)
+        if how != "values":
+            del self.items
+        del self.values
+        if how == "merge":
+            del self.fields
+
+    def __getattr__(self, name: str) -> Any:  # only for an unset slot: a deferred merge
+        if name not in ("items", "values", "fields") or self._pending is None:
+            raise AttributeError(name)
+        self._settle()
+        return object.__getattribute__(self, name)
+
+    def _settle(self) -> None:
+        assert self._pending is not None
+        how, shapes = self._pending
+        self._pending = None
+        if how == "items":  # a list's: what its items can be
+            self.items = self.values = _merge(shapes)
+        elif how == "values":  # a map's values
+            self.values = _merge(shapes)
+        else:  # one shape bounding each of shapes
+            parts = [s.items for s in shapes if s.items is not None]
+            self.items = _merge(parts) if parts else None
+            parts = [s.values for s in shapes if s.values is not None]
+            self.values = _merge(parts) if parts else None
+            by_field: dict[str, list[Shape]] = {}
+            for s in shapes:
+                for key, child in (s.fields or {}).items():
+                    by_field.setdefault(key, []).append(child)
+            self.fields = {key: _merge(children) for key, children in by_field.items()} if by_field else None
 
 
 SCALAR = Shape()
@@ -253,27 +298,27 @@ class Summary:
         self.everything.items = self.everything.values = self.everything
 
     def _shape(self, value: Any) -> Shape:
-        if isinstance(value, str | bytes):
-            return SCALAR if len(value) < 256 else Shape(len(value) >> 8)
-        if not isinstance(value, dict | list | tuple):
-            return SCALAR
-        found = self._memo.get(id(value))
-        if found is None:
-            found = self._memo[id(value)] = self._container(value)
-        return found
+        if isinstance(value, _CONTAINERS):
+            found = self._memo.get(id(value))
+            if found is None:
+                found = self._memo[id(value)] = self._container(value)
+            return found
+        if isinstance(value, _TEXTS) and len(value) >= 256:
+            return Shape(len(value) >> 8)
+        return SCALAR
 
     def _container(self, value: Any) -> Shape:
         if isinstance(value, dict):
             shape = Shape(len(value))
             keys = max(map(len, value), default=0) >> 8
             shape.items = Shape(keys) if keys else SCALAR
-            shape.fields = {key: self._shape(child) for key, child in value.items()}
-            shape.values = _merge(list(shape.fields.values()))
-            shape.weight = 1 + sum(2 + (len(key) >> 8) + child.weight for key, child in shape.fields.items())
+            fields = shape.fields = {key: self._shape(child) for key, child in value.items()}
+            shape.defer("values", list(fields.values()))
+            shape.weight = 1 + sum(2 + (len(key) >> 8) + child.weight for key, child in fields.items())
         elif isinstance(value, list | tuple):
             children = [self._shape(child) for child in value]
             shape = Shape(len(value), 1 + len(children) + sum(child.weight for child in children))
-            shape.items = shape.values = _merge(children)
+            shape.defer("items", children)
         return shape
 
 
@@ -285,18 +330,7 @@ def _merge(shapes: list[Shape]) -> Shape:
     if len(distinct) == 1:
         return distinct[0]
     merged = Shape(max(s.size for s in distinct), max(s.weight for s in distinct))
-    parts = [s.items for s in distinct if s.items is not None]
-    if parts:
-        merged.items = _merge(parts)
-    parts = [s.values for s in distinct if s.values is not None]
-    if parts:
-        merged.values = _merge(parts)
-    by_field: dict[str, list[Shape]] = {}
-    for s in distinct:
-        for key, child in (s.fields or {}).items():
-            by_field.setdefault(key, []).append(child)
-    if by_field:
-        merged.fields = {key: _merge(children) for key, children in by_field.items()}
+    merged.defer("merge", distinct)
     return merged
 
 
@@ -313,25 +347,41 @@ def total_weight(variables: Mapping[str, Any], memo: dict[int, int] | None = Non
     memo = {} if memo is None else memo  # by id: a value read twice (or shared) is walked once
     walked = 0
 
-    def weigh(value: Any) -> int:
+    def weigh(value: Any) -> int:  # a dict, list or tuple; scalars are weighed inline (most values are)
         nonlocal walked
-        if isinstance(value, str | bytes):
-            return len(value) >> 8
-        if not isinstance(value, dict | list | tuple):
-            return 0
         found = memo.get(id(value))
-        if found is None:
-            walked += len(value)
-            if limit is not None and walked > limit:
-                raise TooHeavy
-            if isinstance(value, dict):
-                found = 1 + sum(2 + (len(key) >> 8) + weigh(child) for key, child in value.items())
-            else:
-                found = 1 + sum(1 + weigh(child) for child in value)
-            memo[id(value)] = found
+        if found is not None:
+            return found
+        walked += len(value)
+        if limit is not None and walked > limit:
+            raise TooHeavy
+        found = 1
+        children: Any = value
+        if isinstance(value, dict):
+            found += sum(2 + (len(key) >> 8) for key in value)
+            children = value.values()
+        else:
+            found += len(value)
+        for child in children:
+            if isinstance(child, _CONTAINERS):
+                found += weigh(child)
+            elif isinstance(child, _TEXTS):
+                found += len(child) >> 8
+        memo[id(value)] = found
         return found
 
-    return sum(1 + weigh(value) for value in variables.values())
+    total = 0
+    for value in variables.values():
+        total += 1
+        if isinstance(value, _CONTAINERS):
+            total += weigh(value)
+        elif isinstance(value, _TEXTS):
+            total += len(value) >> 8
+    return total
+
+
+_CONTAINERS = (dict, list, tuple)
+_TEXTS = (str, bytes)
 
 
 _S = TypeVar("_S")
@@ -353,90 +403,65 @@ def _in_scope(scopes: dict[str, _S], name: str, shape: _S, cost: Callable[[], _R
 
 def estimate(tree: Node, summary: Summary) -> int:
     """An upper bound on the engine's steps to evaluate ``tree`` over the summarised variables."""
-    return _Estimate(summary).cost(tree)[0]
+    return _compiled(tree)(_Estimate(summary))[0]
 
 
 class _Estimate:
+    """What one estimate walks with: the summarised variables and the shapes the macros' variables are bound to."""
+
     def __init__(self, summary: Summary) -> None:
         self.everything = summary.everything
         self.total = summary.total
+        self.variables = summary.variables
         self.scopes = dict(summary.variables)
 
-    def cost(self, node: Node) -> tuple[int, Shape]:
-        """(steps, shape) of ``node``: the steps to evaluate it once, and what it can evaluate to."""
-        kind = node.kind
-        if kind == "lit":
-            return 1, SCALAR
-        if kind == "ident":
-            shape = self.scopes.get(node.name, self.everything)
-            return 1 + shape.weight, shape
-        if kind == "macro":
-            return self.macro(node)
-        if kind == "bind":
-            name, init, body = node.children
-            steps, shape = self.cost(init)
-            inner, result = self.scoped(body, name.name, shape)
-            return 1 + steps + inner, result
-        costs = [self.cost(child) for child in node.children]
-        steps = 1 + sum(c for c, _ in costs)
-        shapes = [s for _, s in costs]
-        if kind in ("has", "unary"):
-            return steps, SCALAR
-        if kind == "select":  # a field the input never has is SCALAR: the engine stops there with an error
-            fields = shapes[0].fields
-            shape = self.everything if fields is None else fields.get(node.name, SCALAR)
-            return steps + shape.weight, shape
-        if kind == "index":
-            shape = shapes[0].values or SCALAR
-            return steps + shape.weight, shape
-        if kind in ("list", "map"):
-            shape = Shape(len(shapes) // (2 if kind == "map" else 1), 1 + len(shapes) + sum(s.weight for s in shapes))
-            shape.items = shape.values = self.join(shapes[:: 2 if kind == "map" else 1])
-            return steps, shape
-        if kind == "binary":
-            left, right = shapes
-            if node.name == "in":
-                return steps + right.weight, SCALAR
-            if node.name in ("==", "!="):
-                return steps + min(left.weight, right.weight), SCALAR
-            if node.name == "+":
-                shape = Shape(left.size + right.size, left.weight + right.weight)
-                shape.items = shape.values = self.join([left.items or SCALAR, right.items or SCALAR])
-                return steps + shape.weight, shape
-            return steps, SCALAR
-        if kind == "cond":
-            return steps, self.join(shapes[1:])
-        if kind == "call":  # a function reads each argument once; a string search, the target per pattern
-            sizes = [s.size for s in shapes]
-            if node.name in _SCANS_TARGET:
-                return steps + sizes[0] * max(1, *sizes[1:]), SCALAR
-            steps += sum(s.weight for s in shapes)
-            return steps, self.everything if node.name == "dyn" else SCALAR
-        raise AssertionError(f"unknown node kind {kind!r}")
+    def scoped(self, step: _Step, name: str, shape: Shape) -> tuple[int, Shape]:
+        """``step`` with ``name`` bound to ``shape`` (a macro's variable), the outer binding restored after."""
+        scopes = self.scopes
+        outer = scopes.get(name)
+        scopes[name] = shape
+        try:
+            return step(self)
+        finally:
+            if outer is None:
+                del scopes[name]
+            else:
+                scopes[name] = outer
 
-    def macro(self, node: Node) -> tuple[int, Shape]:
-        """``range.all(x, body)`` and friends: the body once per element; ``map``/``filter`` copy their result."""
-        target, variable, *bodies = node.children
-        steps, shape = self.cost(target)
-        element = shape.items or SCALAR
-        per_element = 1
-        result = element
-        for body in bodies:
-            inner, result = self.scoped(body, variable.name, element)
-            per_element += inner
-        n = shape.size
-        steps += 1 + n * per_element
-        if node.name not in _ACCUMULATES:
-            return steps, SCALAR
-        out = Shape(n, shape.weight if node.name == "filter" else 1 + n * (1 + result.weight))
-        if node.name == "filter":
-            out.items, out.values, out.fields = shape.items, shape.values, shape.fields
-        else:
-            out.items = out.values = result
-        return steps + n * (out.weight + self.total), out  # each step copies the accumulator and the activation
+    def below(self, body: Node, variable: str) -> int | None:
+        """A bound on how many distinct naturals ``k`` make ``body`` true, from a conjunct ``k < X.size()``.
 
-    def scoped(self, body: Node, name: str, shape: Shape) -> tuple[int, Shape]:
-        return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
+        ``X.size()`` (or ``size(X)``, either minus a literal) where ``X`` is a path of fields of ``args`` or
+        ``facts`` holding a list or a map: its length is in the summary, exact. A string's length is not
+        (strings are counted by 256 characters), nor is a path through a comprehension's variable (merged).
+        """
+        if body.kind == "binary" and body.name == "&&":
+            bounds = [b for b in (self.below(side, variable) for side in body.children) if b is not None]
+            return min(bounds, default=None)
+        if body.kind != "binary" or body.name != "<" or body.children[0] != Node("ident", variable):
+            return None
+        limit = body.children[1]
+        if limit.kind == "binary" and limit.name == "-" and _natural(limit.children[1]):
+            limit = limit.children[0]
+        if limit.kind != "call" or limit.name != "size":
+            return None
+        path = limit.children[-1]
+        if len(limit.children) != (2 if limit.children[0] == Node("lit") else 1):
+            return None
+        shape = self.path(path)
+        return None if shape is None or shape.items is None else shape.size
+
+    def path(self, node: Node) -> Shape | None:
+        """The summarised shape of ``args.a.b`` or ``facts.x`` (fields only, the variable not rebound), else None."""
+        if node.kind == "ident":
+            shape = self.variables.get(node.name)
+            return shape if shape is not None and self.scopes.get(node.name) is shape else None
+        if node.kind != "select":
+            return None
+        parent = self.path(node.children[0])
+        if parent is None or parent.fields is None:
+            return None
+        return parent.fields.get(node.name)
 
     def join(self, shapes: list[Shape]) -> Shape:
         """A shape any of ``shapes`` fits: itself when they are one; else as large as anything."""
@@ -448,6 +473,175 @@ class _Estimate:
         shape = Shape(sum(s.size for s in distinct.values()), sum(s.weight for s in distinct.values()))
         shape.items = shape.values = self.everything
         return shape
+
+
+_Step = Callable[[_Estimate], tuple[int, Shape]]
+_LIT = (1, SCALAR)
+
+
+def _compiled(tree: Node) -> _Step:
+    """``tree``'s estimate as nested closures, built once per tree (kept on it): the walk runs per decision."""
+    found = tree.__dict__.get("_step")
+    if found is None:
+        found = _step(tree)
+        object.__setattr__(tree, "_step", found)  # not a field: equality and hashing ignore it
+    return found
+
+
+def _step(node: Node) -> _Step:
+    """The rule of :func:`estimate` for ``node``: (steps to evaluate it once, the shape of what it can be)."""
+    kind, name = node.kind, node.name
+    if kind == "lit":
+        return lambda env: _LIT
+    if kind == "ident":  # a reference: the engine copies what is selected from it, not the variable
+
+        def ident(env: _Estimate) -> tuple[int, Shape]:
+            return 1, env.scopes.get(name, env.everything)
+
+        return ident
+    if kind == "macro":
+        return _macro(node)
+    if kind == "bind":
+        init, body = _step(node.children[1]), _step(node.children[2])
+        bound = node.children[0].name
+
+        def bind(env: _Estimate) -> tuple[int, Shape]:
+            steps, shape = init(env)
+            inner, result = env.scoped(body, bound, shape)
+            return 1 + steps + inner, result
+
+        return bind
+    children = [_step(child) for child in node.children]
+    if kind in ("has", "unary"):
+
+        def flat(env: _Estimate) -> tuple[int, Shape]:
+            return 1 + sum(child(env)[0] for child in children), SCALAR
+
+        return flat
+    if kind == "select":  # a field the input never has is SCALAR: the engine stops there with an error
+        (parent,) = children
+
+        def select(env: _Estimate) -> tuple[int, Shape]:
+            steps, shape = parent(env)
+            fields = shape.fields
+            found = env.everything if fields is None else fields.get(name, SCALAR)
+            return 1 + steps + found.weight, found
+
+        return select
+    if kind == "index":
+        target, key = children
+
+        def index(env: _Estimate) -> tuple[int, Shape]:
+            steps, shape = target(env)
+            found = shape.values or SCALAR
+            return 1 + steps + key(env)[0] + found.weight, found
+
+        return index
+    if kind in ("list", "map"):
+        stride = 2 if kind == "map" else 1
+
+        def literal(env: _Estimate) -> tuple[int, Shape]:
+            costs = [child(env) for child in children]
+            shapes = [s for _, s in costs]
+            shape = Shape(len(shapes) // stride, 1 + len(shapes) + sum(s.weight for s in shapes))
+            shape.items = shape.values = env.join(shapes[::stride])
+            return 1 + sum(c for c, _ in costs), shape
+
+        return literal
+    if kind == "binary":
+        return _binary(name, *children)
+    if kind == "cond":
+        test, yes, no = children
+
+        def cond(env: _Estimate) -> tuple[int, Shape]:
+            (a, _), (b, left), (c, right) = test(env), yes(env), no(env)
+            return 1 + a + b + c, env.join([left, right])
+
+        return cond
+    if kind == "call":  # a function reads each argument once; a string search, the target per pattern
+        if name in _SCANS_TARGET:
+
+            def scan(env: _Estimate) -> tuple[int, Shape]:
+                costs = [child(env) for child in children]
+                sizes = [s.size for _, s in costs]
+                return 1 + sum(c for c, _ in costs) + sizes[0] * max(1, *sizes[1:]), SCALAR
+
+            return scan
+        dyn = name == "dyn"
+
+        def call(env: _Estimate) -> tuple[int, Shape]:
+            steps = 1
+            for child in children:
+                cost, shape = child(env)
+                steps += cost + shape.weight
+            return steps, env.everything if dyn else SCALAR
+
+        return call
+    raise AssertionError(f"unknown node kind {kind!r}")
+
+
+def _binary(operator: str, left_step: _Step, right_step: _Step) -> _Step:
+    def binary(env: _Estimate) -> tuple[int, Shape]:
+        (a, left), (b, right) = left_step(env), right_step(env)
+        steps = 1 + a + b
+        if operator == "in":
+            return steps + right.weight, SCALAR
+        if operator == "==" or operator == "!=":
+            return steps + min(left.weight, right.weight), SCALAR
+        if operator == "+":
+            shape = Shape(left.size + right.size, left.weight + right.weight)
+            shape.items = shape.values = env.join([left.items or SCALAR, right.items or SCALAR])
+            return steps + shape.weight, shape
+        return steps, SCALAR
+
+    return binary
+
+
+def _macro(node: Node) -> _Step:
+    """``range.all(x, body)`` and friends: the body once per element; ``map``/``filter`` copy their result."""
+    target, variable, *bodies = node.children
+    range_step, body_steps, name = _step(target), [_step(body) for body in bodies], variable.name
+    accumulates, keeps = node.name in _ACCUMULATES, node.name == "filter"
+    cut = keeps and _naturals(target)  # [0, 1, ..., 15].filter(k, k < args.item_ids.size() && ...): at most that many
+
+    def macro(env: _Estimate) -> tuple[int, Shape]:
+        steps, shape = range_step(env)
+        element = shape.items or SCALAR
+        per_element = 1
+        result = element
+        for body in body_steps:
+            inner, result = env.scoped(body, name, element)
+            per_element += inner
+        n = shape.size
+        steps += 1 + BIND_COPIES * shape.weight + n * per_element
+        if not accumulates:
+            return steps, SCALAR
+        out = Shape(n, shape.weight if keeps else 1 + n * (1 + result.weight))
+        if keeps:
+            out.items, out.values, out.fields = shape.items, shape.values, shape.fields
+            if cut:
+                kept = env.below(bodies[0], name)
+                out.size = n if kept is None else min(n, kept)
+        else:
+            out.items = out.values = result
+        return steps + n * (out.weight + env.total), out  # each step copies the accumulator and the activation
+
+    return macro
+
+
+_NATURAL = re.compile(r"\d+")
+
+
+def _natural(node: Node) -> bool:
+    return node.kind == "lit" and _NATURAL.fullmatch(node.name) is not None
+
+
+def _naturals(node: Node) -> bool:
+    """Whether ``node`` is a list literal of distinct non-negative integers (``[0, 1, 2]``)."""
+    if node.kind != "list" or not all(_natural(item) for item in node.children):
+        return False
+    values = [int(item.name) for item in node.children]
+    return len(set(values)) == len(values)
 
 
 Poly = tuple[int, ...]  # coefficients of a polynomial in G, lowest power first
@@ -528,8 +722,7 @@ class _Static:
         if kind == "lit":
             return _ONE, _STATIC_SCALAR
         if kind == "ident":
-            shape = self.scopes.get(node.name, _ANY)
-            return _add(_ONE, shape.weight), shape
+            return _ONE, self.scopes.get(node.name, _ANY)
         if kind == "macro":
             return self.macro(node)
         if kind == "bind":
@@ -578,7 +771,7 @@ class _Static:
             inner, result = self.scoped(body, variable.name, element)
             per_element = _add(per_element, inner)
         n = shape.size
-        steps = _add(steps, _ONE, _mul(n, per_element))
+        steps = _add(steps, _ONE, _mul((BIND_COPIES,), shape.weight), _mul(n, per_element))
         if node.name not in _ACCUMULATES:
             return steps, _STATIC_SCALAR
         if node.name == "filter":

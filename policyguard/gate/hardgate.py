@@ -58,7 +58,9 @@ from .cel import (
     CelCompileError,
     CelEvalError,
     CheckProgram,
+    Roots,
     compile_check,
+    union_roots,
 )
 from .factpaths import Trie, paths_trie, prune_facts, read_paths
 from .facts import (
@@ -160,6 +162,7 @@ class HardGate:
         self._programs = programs
         self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
         self._tries: dict[str, Trie | None] = {}
+        self._wides: dict[str, Roots] = {}
         self._plans: dict[str, tuple[bool, list[Requirement]]] = {}
         self._fact_lists: dict[str, list[str]] = {}
         self._closures: dict[str, list[str]] = {}
@@ -228,7 +231,10 @@ class HardGate:
         errors: list[str] = []
         trie = self._read_trie(call.name, requirements)
         cel_facts = facts.values if trie is None else prune_facts(facts.values, trie)
-        variables = Activation({"args": call.arguments, "facts": cel_facts, "principal": principal, "now": context.now})
+        variables = Activation(
+            {"args": call.arguments, "facts": cel_facts, "principal": principal, "now": context.now},
+            wide=self._wide_roots(call.name, requirements),
+        )
         for req in requirements:
             if req.check is None:
                 results.append(_result(req.id, "UNVERIFIED", "no deterministic check", judged_by="none"))
@@ -301,6 +307,15 @@ class HardGate:
         if len(self._tries) < _CACHED_TOOLS:
             self._tries[tool] = trie
         return trie
+
+    def _wide_roots(self, tool: str, requirements: list[Requirement]) -> Roots:
+        """The keys of args and facts the tool's checks read: their shared context (computed once per tool)."""
+        found = self._wides.get(tool)
+        if found is None:
+            found = union_roots(self._programs[r.id] for r in requirements if r.check is not None)
+            if len(self._wides) < _CACHED_TOOLS:
+                self._wides[tool] = found
+        return found
 
     def _holds_without(self, rid: str, program: CheckProgram, variables: Activation) -> bool:
         """Whether the check is exactly true with the missing facts absent, where that proves it for any value."""

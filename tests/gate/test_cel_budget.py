@@ -10,7 +10,16 @@ import pytest
 from policyguard.checklist.schema import load_checklist
 from policyguard.decision import Decision
 from policyguard.gate.cel import Activation, CelBudgetError, compile_check
-from policyguard.gate.celcost import DECISION_BUDGET, ISOLATED_SECONDS, MAX_STEPS, Bound, Summary, estimate, parse
+from policyguard.gate.celcost import (
+    DECISION_BUDGET,
+    ISOLATED_SECONDS,
+    MAX_STEPS,
+    STEP_SECONDS,
+    Bound,
+    Summary,
+    estimate,
+    parse,
+)
 from policyguard.gate.hardgate import HardGate
 from policyguard.stages import CheckContext
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
@@ -113,3 +122,88 @@ def test_the_gate_blocks_a_too_costly_call_naming_the_check_and_decides_small_ca
     assert "items-in-order" in (big.message or "")
     assert "items-in-order: its cost on this call's values is estimated at" in (big.error or "")
     assert f"over the limit of {MAX_STEPS:,}" in (big.error or "")
+
+
+# --- the budget is charged what a check took, once it has run ---------------------------------------
+
+OVER_ESTIMATED = "args.a.all(x, args.a.exists(y, y == x && facts.b.exists(z, z == y)))"  # stops at once on these values
+
+
+def _record_apart(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    apart: list[str] = []
+
+    def isolated(self: Activation, source: str, roots: object = None) -> bool:
+        apart.append(source)
+        return True
+
+    monkeypatch.setattr(Activation, "isolated", isolated)
+    return apart
+
+
+def test_honest_checks_whose_estimates_add_up_past_the_budget_all_run_in_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each estimate is most of the budget, each run takes microseconds: the budget is charged the microseconds."""
+    apart = _record_apart(monkeypatch)
+    program = compile_check(OVER_ESTIMATED)
+    activation = Activation({"args": {"a": [str(k) for k in range(20)]}, "facts": {"b": [str(k) for k in range(20)]}})
+    assert program._cost is not None
+    estimated = estimate(program._cost[0], activation.view(program._roots).summary())
+    assert DECISION_BUDGET // 2 < estimated <= DECISION_BUDGET  # two of them overrun the budget by their estimates
+    for _ in range(10):
+        assert program.holds(activation) is True
+    assert apart == []
+    assert activation.spent < DECISION_BUDGET // 2
+
+
+def test_the_engine_time_of_a_decision_stays_within_the_budgets_time_plus_the_last_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checks that really take time: they run here until their times fill the budget, then go apart.
+
+    Every check admitted before the last one started with what was spent (their measured times) within the
+    budget, so they took at most DECISION_BUDGET x STEP_SECONDS (50 ms) in all; the last fit the rest by its
+    estimate.
+    """
+    apart = _record_apart(monkeypatch)
+    program = compile_check("args.a.all(x, facts.b.size() > 0)")  # copies facts.b once per x: honest work
+    activation = Activation({"args": {"a": list(range(5))}, "facts": {"b": [{"k": str(k)} for k in range(1_000)]}})
+    times: list[float] = []
+    for _ in range(400):
+        before = len(apart)
+        started = time.perf_counter()
+        program.holds(activation)
+        if len(apart) == before:
+            times.append(time.perf_counter() - started)
+    assert apart, "the budget never ran out"
+    assert len(times) > 1  # more than the one check its estimate alone would admit
+    assert sum(times[:-1]) <= DECISION_BUDGET * STEP_SECONDS + 0.01  # + the timing's own overhead
+
+
+# --- [0, 1, ..., 15].filter(k, k < args.x.size()): as many rounds as the list has items ----------------
+
+INDEXED = (
+    "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9].filter(k, k < args.ids.size() - 1).all(k, facts.b.exists(y, y == args.ids[k]))"
+)
+
+
+def _indexed_estimate(source: str, ids: object) -> int:
+    tree = parse(source)
+    return estimate(tree, Summary({"args": {"ids": ids}, "facts": {"b": [str(k) for k in range(200)]}}))
+
+
+def test_an_index_loop_is_estimated_by_the_length_it_is_cut_to_not_the_literal() -> None:
+    """Ten rounds are written, k < args.ids.size() - 1 keeps one for two ids: the body is counted once, not ten times."""
+    two, ten = _indexed_estimate(INDEXED, ["a", "b"]), _indexed_estimate(INDEXED, [str(k) for k in range(10)])
+    assert 5 * two < ten
+    assert Bound(parse(INDEXED))(10_000) >= ten  # the cheap bound still counts the ten
+
+
+def test_an_index_loop_over_what_is_not_a_path_to_a_list_keeps_the_literals_length() -> None:
+    """A string's size is its characters (summarised by 256), a comprehension variable's is merged: no cut."""
+    cut = _indexed_estimate(INDEXED, ["a", "b"])
+    assert _indexed_estimate(INDEXED, "ab") > 2 * cut  # a 2-character string: ten rounds (+ the filter, same)
+    rebound = "[{'ids': ['a', 'b']}].all(args, " + INDEXED + ")"  # args is no longer the call's arguments
+    assert _indexed_estimate(rebound, ["a", "b"]) > 2 * cut
+    repeated = INDEXED.replace("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]", "[0, 0, 0, 0, 0, 0, 0, 0, 0, 0]")
+    assert _indexed_estimate(repeated, ["a", "b"]) > 2 * cut  # all ten pass k < 1

@@ -182,3 +182,23 @@ def test_a_booking_after_searching_seven_dates_is_still_allowed() -> None:
         }
     )
     assert compile_check(checks["book-flights-searched"]).holds(activation) is True
+
+
+def test_a_bare_name_in_a_comprehension_is_a_reference_not_a_copy() -> None:
+    """A loop's own large item, or facts.s read beside a large fact: charged a step per read, not their weight.
+
+    Measured with the engine: it copies what a select or an index reads (``facts.big``, ``c.result``), never
+    the variable it names, so reading a bare name costs the same however large the value behind it is.
+    """
+    big = [{"k": str(i)} for i in range(20_000)]
+    loop = "facts.one.all(b, args.a.all(x, b.k0 == '0'))"  # len(args.a) reads of a 20,000-entry b
+    b = {f"k{i}": str(i) for i in range(20_000)}
+    once, often = (BENCH.measure(loop, {"args": {"a": [1] * n}, "facts": {"one": [b]}}) for n in (1, 200))
+    assert once[1] is not None and often[1] is not None
+    assert often[1] < 2 * once[1] + SLACK_S  # 200 copies of b would take ~200 x 3 ms
+    assert often[0] - once[0] < 199 * 20  # and the estimate grows by a few steps per read, not b's weight
+    small = BENCH.measure("args.a.all(x, facts.s == 1)", {"args": {"a": [1] * 50}, "facts": {"s": 1}})
+    beside = BENCH.measure("args.a.all(x, facts.s == 1)", {"args": {"a": [1] * 50}, "facts": {"s": 1, "big": big}})
+    assert small[0] == beside[0] < 1_000  # the view has only facts.s, and the name facts costs a step
+    copied = BENCH.measure("args.a.all(x, facts.big.size() > 0)", {"args": {"a": [1] * 50}, "facts": {"big": big}})
+    assert copied[0] > 50 * 20_000  # a select copies, so it is charged per read
