@@ -24,15 +24,13 @@ interpreter lock).
   costly checks the one with the most time left goes first, so a freed worker
   is not spent on a check about to run out of time (killed at once, its slot
   restarted: a process start, ~85 ms of CPU, per such check).
-* **Costly checks may run on spare CPU (opt-in).** With ``costly_low``
-  (``$POLICYGUARD_CEL_COSTLY_PRIORITY=low``) the shared workers (the costly
-  lane's) run at the lowest priority (Linux ``SCHED_IDLE``, elsewhere nice 19):
+* **Costly checks run on spare CPU.** The shared workers (the costly lane's)
+  run at the lowest priority (Linux ``SCHED_IDLE``, elsewhere nice 19; setting
+  ``costly_low``, ``$POLICYGUARD_CEL_COSTLY_PRIORITY=normal`` to turn it off):
   a check spinning for its whole deadline, and the restart of its killed
   worker, take only CPU time the reserved worker, the server and the rest of
-  the machine leave. It is off by default: honest checks can be costly too (9
-  evaluations of the tau2 replays are over :data:`LARGE_STEPS`), and on a
-  machine busy with other work such a check would get less done before its
-  deadline and be blocked (fail closed, but a refused correct write).
+  the machine leave. On a machine busy with other work a costly check gets
+  less done before its deadline (then it is blocked: fail closed).
 * **A killed worker holds no one.** A worker past its deadline is killed and its
   slot restarted in the background; the other workers go on.
 
@@ -81,7 +79,7 @@ class PoolSettings:
 
     workers: int
     queue: int
-    costly_low: bool = False
+    costly_low: bool = True
 
 
 def default_settings() -> PoolSettings:
@@ -92,9 +90,9 @@ def default_settings() -> PoolSettings:
 
 
 def _low(priority: str | None) -> bool:
-    if priority == "low":
+    if priority in (None, "", "low"):
         return True
-    if priority in (None, "", "normal"):
+    if priority == "normal":
         return False
     raise ValueError(f"${PRIORITY_ENV} must be low or normal, got {priority!r}")
 

@@ -169,7 +169,7 @@ def test_a_worker_that_died_is_replaced_for_the_next_check() -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE is Linux's")
 def test_costly_checks_run_on_spare_cpu_and_the_reserved_worker_at_normal_priority() -> None:
-    celprocess.configure(workers=2, queue=4, costly_low=True)
+    celprocess.configure(workers=2, queue=4)
     pool = celprocess._current()
     worker, reserved = pool.acquire(True, time.monotonic() + 60)  # the costly lane: a shared worker
     assert not reserved
@@ -182,10 +182,3 @@ def test_costly_checks_run_on_spare_cpu_and_the_reserved_worker_at_normal_priori
         celprocess._stop(worker)
         celprocess._stop(cheap)
         pool.release(None, reserved)
-
-
-def test_costly_checks_run_at_normal_priority_unless_asked() -> None:
-    """Honest checks can be costly too: starving them under load would refuse correct writes."""
-    assert celprocess.configure(workers=2, queue=4).costly_low is False
-    pool = celprocess._current()
-    assert pool.low(False) is False and pool.low(True) is False
