@@ -27,8 +27,7 @@ import pytest
 from tests.integrations.claude_code.shapes import Transcript, post, pre, use
 
 from .conftest import CHECKLIST, POLICY, ROOT, Replica
-
-TRANSACTION = "T1"
+from .test_hooks_claude_code import READS, TRANSACTION
 
 
 def hook(
@@ -63,11 +62,7 @@ def test_the_thin_client_answers_with_the_servers_decisions_and_record(server: R
     t = Transcript(transcripts / "session.jsonl")
     t.user(f"Please refund 120 USD for {TRANSACTION}, the item arrived damaged.")
     url = ["--server", server.url.replace("0.0.0.0", "127.0.0.1")]
-    for call_id, name, args, result in [
-        ("toolu_r1", "get_refund_policy", {"transaction_id": TRANSACTION}, {"transaction_id": TRANSACTION, "refund_allowed": True}),
-        ("toolu_r2", "get_transaction", {"transaction_id": TRANSACTION}, {"transaction_id": TRANSACTION, "captured": 200, "currency": "USD"}),
-        ("toolu_r3", "get_approval", {"approval_id": ""}, {"approval_id": "", "status": "none"}),
-    ]:  # fmt: skip
+    for call_id, name, args, result in READS:
         t.assistant(use(call_id, name, **args))
         assert decision(hook(pre(t, call_id, name, **args), *url)) is None
         t.result(call_id, result)

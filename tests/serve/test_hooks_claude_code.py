@@ -32,12 +32,16 @@ def t(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Transcript:
     return transcript
 
 
+READS: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+    ("toolu_r1", "get_refund_policy", {"transaction_id": TRANSACTION}, {"transaction_id": TRANSACTION, "refund_allowed": True}),
+    ("toolu_r2", "get_transaction", {"transaction_id": TRANSACTION}, {"transaction_id": TRANSACTION, "captured": 200, "currency": "USD"}),
+    ("toolu_r3", "get_approval", {"approval_id": ""}, {"approval_id": "", "status": "none"}),
+]  # fmt: skip
+"""The reads a refund of T1 needs, each as (tool_use_id, tool, arguments, result)."""
+
+
 def reads(client: Any, t: Transcript) -> None:
-    for call_id, name, args, result in [
-        ("toolu_r1", "get_refund_policy", {"transaction_id": TRANSACTION}, {"transaction_id": TRANSACTION, "refund_allowed": True}),
-        ("toolu_r2", "get_transaction", {"transaction_id": TRANSACTION}, {"transaction_id": TRANSACTION, "captured": 200, "currency": "USD"}),
-        ("toolu_r3", "get_approval", {"approval_id": ""}, {"approval_id": "", "status": "none"}),
-    ]:  # fmt: skip
+    for call_id, name, args, result in READS:
         t.assistant(use(call_id, name, **args))
         assert decision_of(client.post(PATH, json=pre(t, call_id, name, **args))) is None
         t.result(call_id, result)
