@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from policyguard.gate.cel import Activation, compile_check
+from policyguard.gate.cel import Activation, CelEvalError, compile_check
 from policyguard.gate.celcost import CONVERT_STEPS, STEP_SECONDS, estimate
 
 STEP_US = STEP_SECONDS * 1e6  # the step the budget is sized with: DECISION_BUDGET x STEP_US = 50 ms
@@ -68,7 +68,10 @@ def measure(source: str, values: dict[str, Any]) -> tuple[int, float | None]:
     if steps > MEASURE_CAP:
         return steps, None
     started = time.perf_counter()
-    program.evaluate(activation)
+    try:
+        program.evaluate(activation)
+    except CelEvalError:  # an error is an outcome too (facts.b[0] on an empty b): its time counts the same
+        pass
     return steps, time.perf_counter() - started
 
 
