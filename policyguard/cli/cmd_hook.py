@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
 
             if args.policy is not None or args.checklist is not None:
                 raise _Usage("--server decides with the server's policy and checklist: drop --policy and --checklist")
+            local = _local_settings(args)
+            if local:
+                raise _Usage(f"with --server the server's own settings decide: drop {', '.join(local)}")
             data = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
             if len(data) > MAX_EVENT_BYTES:
                 raise _Usage(f"the hook event is larger than {MAX_EVENT_BYTES} bytes")
@@ -148,6 +151,19 @@ def default_store(cwd: str | None) -> str:
     path = (project / SESSIONS_DB).absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
+
+
+def _local_settings(args: argparse.Namespace) -> list[str]:
+    """The flags given that only an in-process hook reads (the server has its own)."""
+    given = {
+        "--store": args.store is not None,
+        "--model": args.model != "none",
+        "--allow": args.allow,
+        "--mcp-name": bool(args.mcp_name),
+        "--unknown-tools": args.unknown_tools != "block",
+        "--result-wait": args.result_wait != 5.0,
+    }
+    return [flag for flag, set_ in given.items() if set_]
 
 
 class _Usage(Exception):

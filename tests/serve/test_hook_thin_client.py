@@ -192,8 +192,9 @@ def test_a_server_slower_than_the_timeout_blocks_with_exit_2(canned: Callable[..
         (["--server", "http://127.0.0.1:9", "--policy", str(POLICY), "--checklist", str(CHECKLIST)], "drop --policy"),
         ([], "give --policy and --checklist, or --server URL"),
         (["--server", "ftp://example.org"], "must be an http:// or https:// URL"),
+        (["--server", "http://127.0.0.1:9", "--allow", "--mcp-name", "desk=keep"], "drop --allow, --mcp-name"),
     ],
-    ids=["server-and-files", "neither", "not-http"],
+    ids=["server-and-files", "neither", "not-http", "local-settings"],
 )
 def test_a_wrong_combination_of_flags_blocks_naming_the_fix(flags: list[str], says: str) -> None:
     done = hook("{}", *flags)
