@@ -19,6 +19,10 @@ from typing import Any
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 SESSIONS_DB = Path(".policyguard") / "sessions.db"
+# The defaults of the flags only an in-process hook reads: with --server, any other value is refused.
+IN_PROCESS_DEFAULTS: dict[str, Any] = {
+    "store": None, "model": "none", "allow": False, "mcp_name": [], "unknown_tools": "block", "result_wait": 5.0,
+}  # fmt: skip
 
 
 class _TimedOut(Exception):
@@ -53,23 +57,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     claude.add_argument(
         "--store",
-        default=None,
+        default=IN_PROCESS_DEFAULTS["store"],
         help="where session records live: sqlite:///path.db or postgresql://...; default "
         "sqlite:///<project>/.policyguard/sessions.db (project: $CLAUDE_PROJECT_DIR, else the event's cwd)",
     )
-    claude.add_argument("--model", default="none", help="verifier model spec, as for serve (default none: the gate)")
+    claude.add_argument(
+        "--model",
+        default=IN_PROCESS_DEFAULTS["model"],
+        help="verifier model spec, as for serve (default none: the gate)",
+    )
     claude.add_argument("--allow", action="store_true", help="answer 'allow' on a pass instead of no opinion")
     claude.add_argument(
         "--mcp-name",
         action="append",
-        default=[],
+        default=IN_PROCESS_DEFAULTS["mcp_name"],
         metavar="SERVER=RULE",
         help="how mcp__SERVER__tool maps to a checklist name: strip (default), keep, or prefix:TEXT",
     )
     claude.add_argument(
         "--unknown-tools",
         choices=("block", "check"),
-        default="block",
+        default=IN_PROCESS_DEFAULTS["unknown_tools"],
         help="a tool no checklist entry covers: block (default) or check it against the general rules",
     )
     claude.add_argument(
@@ -82,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     claude.add_argument(
         "--result-wait",
         type=float,
-        default=5.0,
+        default=IN_PROCESS_DEFAULTS["result_wait"],
         help="seconds a write waits for the result of the session's earlier allowed call (default 5); past it "
         "that call counts as run with an unknown result",
     )
@@ -155,15 +163,8 @@ def default_store(cwd: str | None) -> str:
 
 def _local_settings(args: argparse.Namespace) -> list[str]:
     """The flags given that only an in-process hook reads (the server has its own)."""
-    given = {
-        "--store": args.store is not None,
-        "--model": args.model != "none",
-        "--allow": args.allow,
-        "--mcp-name": bool(args.mcp_name),
-        "--unknown-tools": args.unknown_tools != "block",
-        "--result-wait": args.result_wait != 5.0,
-    }
-    return [flag for flag, set_ in given.items() if set_]
+    given = [name for name, default in IN_PROCESS_DEFAULTS.items() if getattr(args, name) != default]
+    return ["--" + name.replace("_", "-") for name in given]
 
 
 class _Usage(Exception):
@@ -171,10 +172,13 @@ class _Usage(Exception):
 
 
 def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:500]
-    if type(exc).__name__ in ("ForwardError", "_Usage") and text:
-        return text
     from policyguard.errors import PolicyGuardError
+
+    from .hookclient import ForwardError  # the standard library only
+
+    text = " ".join(str(exc).split())[:500]
+    if isinstance(exc, (ForwardError, _Usage)) and text:
+        return text
 
     return text if isinstance(exc, PolicyGuardError) and text else f"{type(exc).__name__}: {text}"
 
