@@ -22,12 +22,16 @@ _POSTGRES = ("postgresql://", "postgres://")
 _USAGE = "use sqlite:///path.db or postgresql://user@host:5432/dbname"
 
 
-def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", create: bool = True) -> Store:
+def open_store(
+    url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", create: bool = True, group_commit: bool = False
+) -> Store:
     """The store ``url`` names; a :class:`ConfigError` naming the URL when it names none.
 
     ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` open (and
     create) a SQLite file; ``sqlite:///:memory:`` a private in-memory database;
-    ``synchronous`` applies to SQLite only. With ``create=False`` a SQLite file
+    ``synchronous`` applies to SQLite only; so does ``group_commit`` (files only: concurrent writes share
+    one transaction and one fsync, see :mod:`policyguard.enforcement.groupcommit`), for a process whose
+    threads write at once, such as ``policyguard serve``. With ``create=False`` a SQLite file
     that does not exist is a :class:`ConfigError` and nothing is created: a
     command that only reads or decides (``approvals``, ``review``) must not turn
     a mistyped path into a new, empty store. ``postgresql://`` (or
@@ -45,7 +49,8 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", cre
                 f"store URL {url!r}: no such store ({path[1:]} does not exist; the guard creates it "
                 "when it first records something)"
             )
-        return SQLiteStore(path[1:], synchronous=synchronous)
+        file = path[1:] != ":memory:"
+        return SQLiteStore(path[1:], synchronous=synchronous, group_commit=group_commit and file)
     if url.startswith(_POSTGRES):
         try:
             import psycopg  # noqa: F401
@@ -61,4 +66,3 @@ def open_store(url: str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL", cre
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
         raise ConfigError(f"store URL: not a scheme://... URL; {_USAGE}")  # the text is not echoed: it may be a secret
     raise ConfigError(f"store URL {scheme}://...: unknown scheme {scheme!r}; {_USAGE}")
-

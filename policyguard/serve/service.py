@@ -142,7 +142,7 @@ def build_service(config: ServeConfig) -> Service:
     except OSError as exc:
         raise ConfigError(f"{config.trace}: cannot open the trace file: {exc.strerror or exc}") from None
     metrics = Metrics()
-    store = MeteredStore(open_store(config.store), metrics)
+    store = MeteredStore(open_store(config.store, group_commit=True), metrics)  # 16 threads, one fsync a batch
     base = Guard(
         loaded.checklist,
         loaded.policy_text,
