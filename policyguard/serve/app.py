@@ -48,6 +48,7 @@ from policyguard.enforcement.store import LedgerUnavailable
 from policyguard.errors import FormatError
 from policyguard.guard.fetching import ReadsWanted
 from policyguard.session import SessionError
+from policyguard.trajectory.formats.history_cache import HistoryCache
 from policyguard.trajectory.limits import call_problem
 
 from .auth import authorized
@@ -147,10 +148,15 @@ def _read_call(data: dict[str, Any]) -> Any:
     return call
 
 
-def _read_trajectory(payload: CheckRequest) -> Any:
+def _read_trajectory(payload: CheckRequest, histories: HistoryCache, size: int) -> Any:
+    """The request's dialogue; a session's converted once per message (:class:`HistoryCache`), the same answer."""
     from policyguard.trajectory.formats import to_trajectory
 
     try:
+        if payload.session_id is not None:
+            return histories.convert(
+                payload.session_id, payload.trajectory, payload.format, system=payload.system, weight=size
+            )
         return to_trajectory(payload.trajectory, format=payload.format, system=payload.system)
     except FormatError as exc:
         raise BadRequest(422, f"trajectory: {' '.join(str(exc).split())}", field="trajectory") from None
@@ -159,10 +165,10 @@ def _read_trajectory(payload: CheckRequest) -> Any:
         raise BadRequest(422, message, field="trajectory") from None
 
 
-def _read_check(body: bytes) -> tuple[CheckRequest, Any, Any]:
+def _read_check(body: bytes, histories: HistoryCache) -> tuple[CheckRequest, Any, Any]:
     """The request, its dialogue and its pending call; BadRequest (400/422) naming what cannot be read."""
     payload: CheckRequest = parse_model(CheckRequest, parse_json(body))
-    return payload, _read_trajectory(payload), _read_call(payload.call)
+    return payload, _read_trajectory(payload, histories, len(body)), _read_call(payload.call)
 
 
 def _record_fate(service: Service, report: ResultReport) -> bool:
@@ -201,7 +207,7 @@ def create_app(service: Service) -> Starlette:
         body = await _read_body(request, config.max_body_bytes)
         # Reading the request is CPU work (JSON, models, the dialogue): in a thread, so the event loop, which
         # answers /healthz, only waits for the interpreter lock a switch interval at a time, never for a parse.
-        payload, trajectory, call = await anyio.to_thread.run_sync(_read_check, body)
+        payload, trajectory, call = await anyio.to_thread.run_sync(_read_check, body, service.histories)
         request_id = uuid.uuid4().hex
         guard = service.guard(payload.principal, request_id)
         session = service.session(payload.session_id) if payload.session_id is not None else None

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from policyguard.audit.trace import Trace
 from policyguard.errors import ConfigError
+from policyguard.trajectory.formats.history_cache import HistoryCache
 
 from .body import MAX_BODY_BYTES
 from .keys import PublicKey, jwks, public_key, signing_key
@@ -79,6 +80,7 @@ class Service:
     metrics: Metrics
     executor: Any | None = None  # policyguard.enforcement.executor.GuardedExecutor, with --demo-effects only
     started: float = field(default_factory=time.time)
+    histories: HistoryCache = field(default_factory=HistoryCache)  # sessions' dialogues, converted once per message
 
     @property
     def replica(self) -> str:

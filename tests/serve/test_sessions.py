@@ -312,3 +312,28 @@ def test_the_openapi_document_describes_the_session_id_and_the_results_endpoint(
     results = document["paths"]["/v1/results"]["post"]
     assert results["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/ResultReport")
     assert {"200", "409", "422"} <= set(results["responses"])
+
+
+def test_a_session_history_sent_again_is_converted_once_and_an_earlier_change_is_read_again(make_client: Any) -> None:
+    """The server converts only what a session's history adds; a changed earlier message is refused as one-shot."""
+    from .conftest import check_body
+
+    client = make_client()
+    transaction = unique()
+    body = check_body(transaction, session_id="conv-1")
+    assert client.post("/v1/check", json=body).json()["outcome"] == "allow"
+    assert len(client.service.histories) == 1
+    broken = json.loads(json.dumps(body))
+    broken["call"]["id"] = "c2"
+    broken["trajectory"][3]["tool_call_id"] = "r1"  # an earlier result now answers r1 a second time
+    one_shot = {key: value for key, value in broken.items() if key != "session_id"}
+    for sent in (broken, one_shot):
+        answer = client.post("/v1/check", json=sent)
+        assert answer.status_code == 422 and "answered by two results" in answer.json()["error"], answer.text
+    assert len(client.service.histories) == 0  # the refused list took its conversation's entry with it
+
+
+def test_a_sqlite_file_store_commits_concurrent_writes_in_groups(make_client: Any) -> None:
+    """Sixteen request threads share one fsync per batch (a session check writes twice) rather than queueing."""
+    assert make_client().service.store.inner.group_commit
+    assert not make_client(store="sqlite:///:memory:").service.store.inner.group_commit  # no file, no fsync

@@ -12,9 +12,11 @@ conversion. Messages whose data holds numbers or bools where a type matters
 
 The same rules as :func:`policyguard.trajectory.formats.openai_chat.read` hold (call ids
 used once, answered once, strict error flags), with one exception a loop
-needs: a call whose arguments cannot be read is kept with empty arguments, as
-long as it is never answered by a successful result. The guard refuses such a
-call; its error result stays in the history, and the loop must keep running.
+needs (``lenient_arguments=True``, the default): a call whose arguments cannot
+be read is kept with empty arguments, as long as it is never answered by a
+successful result. The guard refuses such a call; its error result stays in the
+history, and the loop must keep running. With ``lenient_arguments=False`` the
+conversion is exactly ``openai_chat.read``'s, errors included.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ class ChatHistory:
     keeps what it saw first, is what the checks read (``GuardedTools``).
     """
 
-    def __init__(self, *, tail_only: bool = False) -> None:
+    def __init__(self, *, tail_only: bool = False, lenient_arguments: bool = True) -> None:
         self.tail_only = tail_only
+        self.lenient_arguments = lenient_arguments
         self._snapshots: list[Any] = []
         self._strict: dict[int, str] = {}  # index -> JSON text, for messages compared by type too
         self._messages: list[Message] = []
@@ -103,10 +106,10 @@ class ChatHistory:
 
     def _append(self, item: Any, index: int) -> None:
         snapshot = plain(item)
-        unreadable: dict[str, str] = {}
+        unreadable: dict[str, str] | None = {} if self.lenient_arguments else None
         message = read_message(snapshot, index, unreadable=unreadable)
         check_message(message, index, self._ids)
-        for call_id, reason in unreadable.items():
+        for call_id, reason in (unreadable or {}).items():
             self._unreadable[call_id] = (index, reason)
         refused = self._unreadable.get(message.tool_call_id or "")
         if refused is not None and not message.is_error:
