@@ -1,6 +1,6 @@
 """What one guarded write costs as the conversation grows.
 
-Run: ``python benchmarks/bench_session.py [--lengths 50,500,2000] [--runs 200] [--mcp | --mcp-only]``
+Run: ``python benchmarks/bench_session.py [--lengths 50,500,2000] [--runs 200] [--mcp | --mcp-only] [--one-shot]``
 
 A refund conversation (``benchmarks/refund``'s policy and checklist, gate only)
 is padded with user turns and read-only ``get_transaction`` calls to the given
@@ -20,6 +20,11 @@ history grows through the proxy's own recorded calls, as a client's would: each
 session repeats the three reads and a refund (8 messages), and the refund that
 brings the history to at least N messages is the sample for N. Each run is a new
 proxy session (a new guard session) on one shared guard.
+
+With ``--one-shot`` the refund is also checked with ``Guard.check(call, messages)``
+and no session: once with the list the guard checked the previous call with,
+grown by the loop (the guard converts only the messages it has not seen), once
+with a new list object every call (everything is converted).
 """
 
 from __future__ import annotations
@@ -116,6 +121,27 @@ def time_guarded_tools(length: int, runs: int) -> list[float]:
     return samples
 
 
+def time_one_shot(length: int, runs: int, *, same_list: bool) -> list[float]:
+    """``Guard.check(refund, messages)`` without a session. ``same_list``: the loop appends to the list the guard
+    checked its previous call with (the guard converts only the new messages); else a new list every call."""
+    messages, refund = conversation(length)
+    samples: list[float] = []
+    shared = guard()
+    for _ in range(runs):
+        history = messages[:-2]
+        shared.check(messages[-3]["tool_calls"][0], history)  # the previous call: the guard has seen the history
+        if same_list:
+            history.extend(messages[-2:])
+        else:
+            history = history + messages[-2:]
+        started = time.perf_counter()
+        decision = shared.check(refund, history)
+        samples.append(time.perf_counter() - started)
+        if decision.outcome != "allow":
+            sys.exit(f"the refund was not allowed at {length} messages: {decision.message}")
+    return samples
+
+
 READS = [
     ("get_refund_policy", {"transaction_id": "T-1"}),
     ("get_transaction", {"transaction_id": "T-1"}),
@@ -190,11 +216,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--mcp", action="store_true", help="also measure the MCP proxy's call path")
     parser.add_argument("--mcp-only", action="store_true", help="measure the MCP proxy's call path only")
+    parser.add_argument(
+        "--one-shot", action="store_true", help="also time Guard.check without a session (one list grown; new lists)"
+    )
     options = parser.parse_args()
     lengths = [int(x) for x in options.lengths.split(",")]
     if not options.mcp_only:
         figures = {length: time_guarded_tools(length, options.runs) for length in lengths}
         report("GuardedTools.openai_chat, one guarded refund", lengths, figures)
+    if options.one_shot and not options.mcp_only:
+        for same_list, label in ((True, "one list the loop appends to"), (False, "a new list every call")):
+            figures = {length: time_one_shot(length, options.runs, same_list=same_list) for length in lengths}
+            report(f"Guard.check without a session, {label}", lengths, figures)
     if options.mcp or options.mcp_only:
         report(
             "MCP proxy (GuardedUpstream.call_tool), one guarded refund", lengths, time_mcp_proxy(lengths, options.runs)

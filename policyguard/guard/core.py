@@ -29,6 +29,7 @@ from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision, RequirementResult, Stage
 from policyguard.stages import Approver, CheckContext, FrontCheck, Gate, Granter, Verifier
 from policyguard.trajectory.formats import Format, to_trajectory
+from policyguard.trajectory.formats.history_cache import HistoryCache
 from policyguard.trajectory.inputs import as_call, as_trajectory
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
@@ -67,6 +68,9 @@ __all__ = ["APPROVAL_UNAVAILABLE", "NO_VERIFIER_MESSAGE", "SESSION_BUSY_MESSAGE"
 __all__ += ["remediation_message"]
 
 _log = logging.getLogger("policyguard")
+
+HISTORY_ENTRIES = 32  # message lists (sessions, or list objects) whose conversion a guard keeps
+HISTORY_MESSAGES = 20_000  # their messages in total; a list of over a quarter of that is converted, not kept
 
 
 class UnverifiedLog:
@@ -165,6 +169,8 @@ class Guard:
         # guard of a process (serve builds a guard per request) to log it once per process, not per request
         self.unverified_log = unverified_log if unverified_log is not None else UnverifiedLog()
         self._sessions = SessionBridge(self, sessions)
+        # Message lists converted once per message: a loop sends its whole history with every call
+        self._histories = HistoryCache(max_entries=HISTORY_ENTRIES, max_weight=HISTORY_MESSAGES)
         self._front: FrontCheck = FrontRefusals(self)
         self._front_in_session: FrontCheck = FrontRefusals(self, check_id_reuse=False)  # the record checks ids
         self._gate_stage: Gate = GateStage(self)
@@ -264,7 +270,7 @@ class Guard:
         lacks, the guard makes those reads itself (at most ``max_fetches``, each within ``fetch_timeout_s``)
         and judges again; never for an unauthenticated user, never a tool not declared ``mutating: false``.
         """
-        call, trajectory = as_call(call), _as_trajectory(trajectory, format)
+        call, trajectory = as_call(call), self._read_history(trajectory, format, session)
         record = self._sessions.as_session(session)
         turn = object()  # this check's hold on the session's write turn (Session.claim_writes)
         try:
@@ -314,7 +320,7 @@ class Guard:
     ) -> Decision:
         """Async :meth:`check` (same inputs): the verifier call is awaited; under asyncio the gate runs in a
         worker thread, so one costly check never holds up the event loop's other sessions."""
-        call, trajectory = as_call(call), _as_trajectory(trajectory, format)
+        call, trajectory = as_call(call), self._read_history(trajectory, format, session)
         record = self._sessions.as_session(session)
         turn = object()
         try:
@@ -458,6 +464,26 @@ class Guard:
         decision = self._granter.grant(call, decision, args_sha256=sha, session_id=session_id, place=place)
         self._recorder.decided(decision, advisory, started, ids, session_id, place)
         return decision
+
+    def _read_history(
+        self, value: Trajectory | Sequence[Any], format: Format, session: Session | str | None
+    ) -> Trajectory:
+        """``value`` as a trajectory. A Chat message list is converted through the guard's
+        :class:`~policyguard.trajectory.formats.history_cache.HistoryCache`, keyed by the session or else by the
+        list object: what the list shares with the last one of that key is not converted again (the answer is
+        the same; a key only picks which list to compare with)."""
+        if (
+            isinstance(value, list)
+            and value
+            and format in ("auto", "openai_chat")
+            and not any(isinstance(item, Message) for item in value)
+        ):
+            if session is None:
+                key = f"list:{id(value)}"
+            else:
+                key = f"session:{session if isinstance(session, str) else getattr(session, 'id', '')}"
+            return self._histories.convert(key, value, format, weight=len(value))
+        return _as_trajectory(value, format)
 
 
 def _as_trajectory(value: Trajectory | Sequence[Any], format: Format) -> Trajectory:

@@ -17,10 +17,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from policyguard.errors import FormatError
 from policyguard.trajectory.formats import to_trajectory
 from policyguard.trajectory.formats.history_cache import HistoryCache
+
+
+class Part(BaseModel):
+    type: str
+    text: str
+
 
 IDS = st.sampled_from(["c1", "c2", "c3", "c4"])
 ARGUMENTS = st.sampled_from(['{"n": 1}', '{"n": 1.0}', "{", '{"n": NaN}', '{"n": 1e999}', "[1]", "", {"n": True}])
@@ -30,7 +37,12 @@ ARGUMENTS = st.sampled_from(['{"n": 1}', '{"n": 1.0}', "{", '{"n": NaN}', '{"n":
 def message(draw: st.DrawFn) -> Any:
     kind = draw(st.sampled_from(["user", "assistant", "tool", "system", "responses", "anthropic", "bad"]))
     if kind in ("user", "system"):
-        return {"role": kind, "content": draw(st.sampled_from(["hi", "yes", "cancel it"]))}
+        content = draw(st.sampled_from(["hi", "yes", "cancel it", "part", "sdk part"]))
+        if content == "part":
+            return {"role": kind, "content": [{"type": "text", "text": "hi"}]}
+        if content == "sdk part":  # an SDK object inside a plain message: detection must see its type
+            return {"role": kind, "content": [Part(type=draw(st.sampled_from(["text", "input_text"])), text="hi")]}
+        return {"role": kind, "content": content}
     if kind == "assistant":
         calls = [
             {"id": draw(IDS), "type": "function", "function": {"name": "f", "arguments": draw(ARGUMENTS)}}

@@ -51,11 +51,13 @@ class ChatHistory:
         self._ids = CallIds()
         self._unreadable: dict[str, tuple[int, str]] = {}  # call id -> (message index, reason)
 
-    def convert(self, messages: Sequence[Any]) -> Trajectory:
-        """``messages`` as a :class:`Trajectory`, reusing the unchanged prefix."""
+    def convert(self, messages: Sequence[Any], *, keep: int | None = None) -> Trajectory:
+        """``messages`` as a :class:`Trajectory`, reusing the unchanged prefix (``keep``: what
+        :meth:`unchanged_prefix` just said of this very list, to spare comparing it again)."""
         if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
             raise FormatError(f"openai_chat messages: expected a list, got {type(messages).__name__}")
-        keep = self._unchanged_prefix(messages)
+        if keep is None:
+            keep = self.unchanged_prefix(messages)
         if keep < len(self._messages):
             self._truncate(keep)
         for index in range(keep, len(messages)):
@@ -70,7 +72,8 @@ class ChatHistory:
         """The index of the message that answers call ``call_id``, if any."""
         return self._ids.results.get(call_id)
 
-    def _unchanged_prefix(self, messages: Sequence[Any]) -> int:
+    def unchanged_prefix(self, messages: Sequence[Any]) -> int:
+        """How many leading messages of ``messages`` equal what was converted (by type too, where it matters)."""
         known = min(len(messages), len(self._snapshots))
         if self.tail_only and known == len(self._snapshots) and known and self._same_tail(messages, known - 1):
             return known

@@ -18,14 +18,14 @@ from .common import plain
 
 CHAT, RESPONSES, ANTHROPIC = "openai_chat", "openai_responses", "anthropic"
 FORMATS = (CHAT, RESPONSES, ANTHROPIC)
-_ALL = frozenset(FORMATS)
+ALL = frozenset(FORMATS)
 
 _ROLE_FORMATS = {
     "system": frozenset({CHAT, RESPONSES}),
     "developer": frozenset({CHAT, RESPONSES}),
     "tool": frozenset({CHAT}),
-    "user": _ALL,
-    "assistant": _ALL,
+    "user": ALL,
+    "assistant": ALL,
 }
 _PART_FORMATS = {
     "text": frozenset({CHAT, ANTHROPIC}),
@@ -54,7 +54,7 @@ def _item_formats(item: Any, index: int) -> frozenset[str]:
     kind = item.get("type")
     if kind is not None and kind != "message":
         return frozenset({RESPONSES})  # only Responses items carry a non-message "type"
-    formats = frozenset({RESPONSES, ANTHROPIC}) if kind == "message" else _ALL
+    formats = frozenset({RESPONSES, ANTHROPIC}) if kind == "message" else ALL
     role = item.get("role")
     if not isinstance(role, str) or role not in _ROLE_FORMATS:
         raise FormatError(f"{where}: no 'role' or 'type' any format knows (role={role!r}, type={kind!r})")
@@ -66,7 +66,7 @@ def _item_formats(item: Any, index: int) -> frozenset[str]:
         for part in content:
             part_type = part.get("type") if isinstance(part, dict) else None
             if isinstance(part_type, str):
-                formats &= _PART_FORMATS.get(part_type, _ALL)
+                formats &= _PART_FORMATS.get(part_type, ALL)
     return formats
 
 
@@ -74,18 +74,24 @@ def candidates(messages: Any) -> frozenset[str]:
     """The formats every item of the list ``messages`` fits; FormatError if none does."""
     if not isinstance(messages, list):
         raise FormatError(f"cannot detect format: expected a list of messages, got {type(messages).__name__}")
-    possible = _ALL
+    possible = ALL
     for index, item in enumerate(messages):
-        fits = _item_formats(item, index)
-        if not fits:
-            raise FormatError(f"cannot detect format: message {index} mixes features of different formats")
-        if not possible & fits:
-            raise FormatError(
-                f"cannot detect format: message {index} fits {_names(fits)} "
-                f"but earlier messages fit {_names(possible)}; are formats mixed?"
-            )
-        possible &= fits
+        possible = narrow(possible, item, index)
     return possible
+
+
+def narrow(possible: frozenset[str], item: Any, index: int) -> frozenset[str]:
+    """The formats of ``possible`` (what the messages before ``index`` fit) that ``item`` fits too;
+    FormatError if none."""
+    fits = _item_formats(item, index)
+    if not fits:
+        raise FormatError(f"cannot detect format: message {index} mixes features of different formats")
+    if not possible & fits:
+        raise FormatError(
+            f"cannot detect format: message {index} fits {_names(fits)} "
+            f"but earlier messages fit {_names(possible)}; are formats mixed?"
+        )
+    return possible & fits
 
 
 def choose(possible: frozenset[str], *, separate_system: bool = False) -> str:

@@ -11,9 +11,14 @@ conversion) and converts only what differs from it.
 The answer is always what :func:`policyguard.trajectory.formats.to_trajectory`
 gives for the same arguments, errors included (``tests/formats/test_history_cache.py``
 checks it on generated histories): the cache is used only for a list in the
-OpenAI Chat format (given, or detected on the whole list) without a separate
-system prompt; anything else is converted as before. A conversion that raises
-drops the key's entry, so a refused list leaves nothing half-read behind.
+OpenAI Chat format without a separate system prompt; anything else is
+converted as before. Under ``format="auto"`` the detection is kept too: the
+formats the unchanged prefix fits are remembered, and only the messages after
+it narrow them (:func:`policyguard.trajectory.formats.detect.narrow`, in the
+order a whole detection would meet them, then the messages are read). A
+conversion that raises drops the key's entry, so a refused list leaves
+nothing half-read behind. The key only chooses which earlier list to compare
+with: a wrong or reused key costs a conversion, never a wrong answer.
 
 Memory is bounded: at most ``max_entries`` keys and ``max_weight`` in total
 (the caller's measure of each list, e.g. its request's size in bytes), the
@@ -31,7 +36,8 @@ from typing import Any
 from ..messages import Trajectory
 from . import Format, langchain, to_trajectory
 from .chat_history import ChatHistory
-from .detect import CHAT, detect_format
+from .common import plain
+from .detect import ALL, CHAT, choose, narrow
 
 DEFAULT_ENTRIES = 256
 DEFAULT_WEIGHT = 64 * 1024 * 1024
@@ -39,9 +45,24 @@ DEFAULT_WEIGHT = 64 * 1024 * 1024
 
 @dataclass
 class _Entry:
+    format: str  # what the lists were converted as: "auto" or "openai_chat"
     history: ChatHistory = field(default_factory=lambda: ChatHistory(lenient_arguments=False))
     lock: threading.Lock = field(default_factory=threading.Lock)
     weight: int = 0
+    fits: list[frozenset[str]] = field(default_factory=list)  # under "auto": the formats messages[: i + 1] fit
+
+    def convert(self, messages: list[Any]) -> Trajectory | None:
+        """The conversion, or None when the list is not OpenAI Chat (detected): the caller converts it whole."""
+        keep = self.history.unchanged_prefix(messages)
+        if self.format == "auto":
+            del self.fits[keep:]
+            possible = self.fits[-1] if self.fits else ALL
+            for index in range(keep, len(messages)):
+                possible = narrow(possible, plain(messages[index]), index)  # nested SDK objects count too
+                self.fits.append(possible)
+            if choose(possible) != CHAT:  # raises as a whole detection would when several formats remain
+                return None
+        return self.history.convert(messages, keep=keep)
 
 
 class HistoryCache:
@@ -72,23 +93,28 @@ class HistoryCache:
             or (format == "auto" and langchain.is_langchain_input(messages))
         ):
             return to_trajectory(messages, format, system=system)
-        if format == "auto" and detect_format(messages) != CHAT:  # raises as to_trajectory would
-            return to_trajectory(messages, format)
-        entry = self._take(key)
+        entry = self._take(key, format)
         with entry.lock:
             try:
-                trajectory = entry.history.convert(messages)
+                trajectory = entry.convert(messages)
             except BaseException:
                 self._drop(key, entry)
                 raise
+        if trajectory is None:
+            self._drop(key, entry)
+            return to_trajectory(messages, format)
         self._weigh(key, entry, weight)
         return trajectory
 
-    def _take(self, key: str) -> _Entry:
+    def _take(self, key: str, format: str) -> _Entry:
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None and entry.format != format:
+                del self._entries[key]
+                self._weight -= entry.weight
+                entry = None
             if entry is None:
-                entry = self._entries[key] = _Entry()
+                entry = self._entries[key] = _Entry(format)
             else:
                 self._entries.move_to_end(key)
             return entry
