@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import h11
@@ -77,6 +78,19 @@ class ConnectionLimits:
 FRAMING_BYTES = 64 * 1024  # headers and chunk framing counted with the body; the app's own limit answers first
 
 
+def _no_delay(transport: asyncio.BaseTransport) -> None:
+    """Send each write at once (TCP_NODELAY). h11 writes a response's headers and body apart; with Nagle's
+    algorithm on, the body waited for the client's delayed ACK of the headers: 44 ms per request on a kept-alive
+    connection, against 1 ms on a new one. asyncio sets the option only on sockets made with ``IPPROTO_TCP``
+    as their protocol, which a listening socket made with the defaults (protocol 0) does not pass on."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:  # a socket already closed by the peer: nothing is sent on it anyway
+            pass
+
+
 class _BoundedH11(H11Protocol):
     def __init__(self, limits: ConnectionLimits, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -87,6 +101,7 @@ class _BoundedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        _no_delay(transport)
         limits = self.limits
         if len(limits.open) >= limits.max_connections:
             if not limits.waiting:
