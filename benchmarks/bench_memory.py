@@ -8,6 +8,10 @@ results, as a server with many dialogues would), printing the process RSS
 (``/proc/self/statm``) after 0, 25 %, 50 % and 100 % of the calls, the in-memory
 trace's length, and the growth per 1,000 calls over the second half.
 
+``--lists`` hands each dialogue over as an OpenAI Chat message list instead of
+a Trajectory, so the guard's cache of converted lists (bounded to
+``HISTORY_ENTRIES`` lists and ``HISTORY_MESSAGES`` messages) fills and turns over.
+
 ``--grants`` also issues a grant per allow and has an executor verify and spend
 it on a SQLite file in a scratch folder (the effect ledger grows on disk by
 design; nonces are purged as they expire), with a simulated clock advanced 0.1 s
@@ -26,6 +30,7 @@ from typing import Any
 from policyguard.checklist.schema import Checklist
 from policyguard.gate.hardgate import HardGate
 from policyguard.guard.core import Guard
+from policyguard.trajectory.formats import from_trajectory
 from policyguard.trajectory.messages import Message, ToolCall, Trajectory
 
 POLICY = "Refund only delivered orders, never more than was captured."
@@ -91,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=100_000)
     parser.add_argument("--grants", action="store_true", help="also issue, verify and spend a grant per allow")
+    parser.add_argument("--lists", action="store_true", help="pass OpenAI Chat message lists, not Trajectory objects")
     args = parser.parse_args()
     checklist = _checklist()
     clock = [1_800_000_000.0]
@@ -122,7 +128,7 @@ def main() -> None:
         if i == args.calls:
             break
         call, trajectory = _case(i)
-        decision = guard.check(call, trajectory)
+        decision = guard.check(call, from_trajectory(trajectory, "openai_chat") if args.lists else trajectory)
         assert decision.outcome == "allow", decision
         if executor is not None:
             clock[0] += 0.1  # 10 calls a simulated second: grants (60 s + 300 s margin) expire during the run
@@ -130,6 +136,7 @@ def main() -> None:
             assert result.executed, result
     elapsed = time.perf_counter() - started
     label = "default settings + grants" if args.grants else "default settings"
+    label += ", Chat message lists" if args.lists else ""
     print(f"Guard.check with {label}: {args.calls:,} calls in {elapsed:.1f} s")
     print("    calls     RSS MB   trace events kept")
     for calls, rss, kept in rows:
