@@ -62,6 +62,9 @@ class Dialect:
     param: str = "?"
     lock: str | None = None  # takes the session's lock until the transaction ends (parameter: the id)
     try_lock: str | None = None  # the same without waiting: one row, true when taken
+    # a DELETE says what it removed with RETURNING, not rowcount (in psycopg's pipeline mode the count is not
+    # known until the next result is read; SQLite has RETURNING only since 3.35, so it keeps the count)
+    returning: bool = False
 
     def sql(self, text: str) -> str:
         """``text`` (written with ``?`` placeholders) in this driver's placeholder style."""
@@ -188,7 +191,7 @@ def _evict(
         if not _try_lock(conn, dialect, session_id):
             continue  # being written right now: not idle, and not ours to wait for
         params = (session_id,) if written_before is None else (session_id, written_before)
-        if conn.execute(dialect.sql(sql), params).rowcount == 1:  # 0: written since it was picked
+        if _deleted(conn, dialect, sql, params):  # not deleted: written since it was picked
             gone.append(session_id)
     if not gone:
         return
@@ -209,6 +212,12 @@ def _evict(
             ),
             (int(count) - limits.tombstones,),
         )
+
+
+def _deleted(conn: Any, dialect: Dialect, sql: str, params: tuple[Any, ...]) -> bool:
+    if dialect.returning:
+        return conn.execute(dialect.sql(sql + " RETURNING 1"), params).fetchone() is not None
+    return bool(conn.execute(dialect.sql(sql), params).rowcount == 1)
 
 
 def _try_lock(conn: Any, dialect: Dialect, session_id: str) -> bool:
