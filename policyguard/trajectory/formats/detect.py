@@ -108,7 +108,11 @@ def detect_format(messages: Any) -> str:
     (Chat keeps system text inside the messages). An empty list, a list every
     format reads alike, or a list mixing formats raises.
     """
-    messages = plain(messages)
+    return detect_plain(plain(messages))
+
+
+def detect_plain(messages: Any) -> str:
+    """:func:`detect_format` for data already through :func:`plain`, which is not copied again."""
     if isinstance(messages, str):
         return RESPONSES
     separate_system = False
