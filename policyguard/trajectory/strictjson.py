@@ -33,6 +33,11 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# json.loads builds a new decoder on every call given a hook (1.8 of 3.1 us for a small object);
+# this one is built once. Its configuration is the one json.loads would build for a plain str.
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
+
+
 def loads(
     text: str | bytes,
     *,
@@ -40,4 +45,6 @@ def loads(
     parse_float: Callable[[str], Any] | None = None,
 ) -> Any:
     """:func:`json.loads` that refuses duplicate keys (:class:`DuplicateKeyError`, a ``ValueError``)."""
+    if type(text) is str and parse_constant is None and parse_float is None and not text.startswith("\ufeff"):
+        return _DECODER.decode(text)  # what json.loads does for a str without a byte order mark
     return json.loads(text, object_pairs_hook=unique_keys, parse_constant=parse_constant, parse_float=parse_float)

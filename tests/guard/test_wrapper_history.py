@@ -336,13 +336,13 @@ def test_each_call_converts_only_the_new_messages(tools, monkeypatch):
     from policyguard.trajectory.formats import chat_history
 
     converted: list[int] = []
-    real = chat_history.read_message
+    real = chat_history.read_plain_message
 
     def counting(item: Any, index: int, **kwargs: Any) -> Message:
         converted.append(index)
         return real(item, index, **kwargs)
 
-    monkeypatch.setattr(chat_history, "read_message", counting)
+    monkeypatch.setattr(chat_history, "read_plain_message", counting)
     messages = read_no6jo3(tools)
     assert converted == [0, 1]
     converted.clear()

@@ -40,7 +40,7 @@ from ..messages import Message, ToolCall, Trajectory
 from . import anthropic, langchain, openai_chat, openai_responses
 from .anthropic import tool_call_from_anthropic
 from .common import plain
-from .detect import candidates, choose, detect_format
+from .detect import candidates, choose, detect_format, detect_plain
 
 FormatName = Literal["openai_chat", "openai_responses", "anthropic", "langchain"]
 Format = Literal["openai_chat", "openai_responses", "anthropic", "langchain", "auto"]
@@ -86,13 +86,14 @@ def to_trajectory(messages: Any, format: Format = "auto", *, system: Any = None)
         elif messages == []:
             format = "openai_chat"
         else:
-            format = detect_format(messages)  # type: ignore[assignment]
+            format = detect_plain(messages)  # type: ignore[assignment]
     _check(format)
     if isinstance(messages, dict):
         messages, system = _unwrap(messages, system, format)
+    # from here on the data is plain: the readers take it as it is, without copying it again
     if format == "anthropic":
-        return anthropic.read(messages, system)
-    reader = openai_chat.read if format == "openai_chat" else openai_responses.read
+        return anthropic.read_plain(messages, system)
+    reader = openai_chat.read_plain if format == "openai_chat" else openai_responses.read_plain
     trajectory = reader(messages)
     if system is not None:
         if not isinstance(system, str):

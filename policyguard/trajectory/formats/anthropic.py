@@ -48,7 +48,11 @@ DROPPED_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 def tool_call_from_anthropic(block: Any, *, where: str = "tool_use block") -> ToolCall:
     """A :class:`ToolCall` from a ``tool_use`` block; ``input`` must be an object."""
-    block = as_dict(plain(block), where)
+    return _tool_call(plain(block), where)
+
+
+def _tool_call(block: Any, where: str) -> ToolCall:
+    block = as_dict(block, where)
     if block.get("type", "tool_use") != "tool_use":
         raise FormatError(f"{where}: expected a 'tool_use' block, got {block.get('type')!r}")
     call_id = require_str(block, "id", where)
@@ -81,7 +85,7 @@ def _read_assistant(content: Any, where: str, index: int, ids: CallIds) -> Messa
         if kind == "text":
             texts.append(block)
         elif kind == "tool_use":
-            call = tool_call_from_anthropic(block, where=f"{where}, block {i}")
+            call = _tool_call(block, f"{where}, block {i}")
             ids.call(call.id, index)
             calls.append(call)
         elif not isinstance(kind, str) or kind not in DROPPED_BLOCKS:
@@ -124,8 +128,11 @@ def _read_user(content: Any, where: str, index: int, ids: CallIds) -> list[Messa
 
 def read(messages: Any, system: Any = None) -> Trajectory:
     """A :class:`Trajectory` from Anthropic messages (a list plus ``system``, or a request dict)."""
-    messages = plain(messages)
-    system = plain(system)
+    return read_plain(plain(messages), plain(system))
+
+
+def read_plain(messages: Any, system: Any = None) -> Trajectory:
+    """:func:`read` for data already through :func:`plain` (no SDK objects left), which is not copied again."""
     if isinstance(messages, dict):
         if system is not None:
             raise FormatError("anthropic: give 'system' either inside the request dict or as an argument, not both")

@@ -29,7 +29,7 @@ from policyguard.errors import FormatError
 
 from ..messages import Message, Trajectory
 from .common import CallIds, plain
-from .openai_chat import check_message, read_message
+from .openai_chat import check_message, read_plain_message
 
 
 class ChatHistory:
@@ -110,7 +110,7 @@ class ChatHistory:
     def _append(self, item: Any, index: int) -> None:
         snapshot = plain(item)
         unreadable: dict[str, str] | None = {} if self.lenient_arguments else None
-        message = read_message(snapshot, index, unreadable=unreadable)
+        message = read_plain_message(snapshot, index, unreadable=unreadable)  # the snapshot is plain already
         check_message(message, index, self._ids)
         for call_id, reason in (unreadable or {}).items():
             self._unreadable[call_id] = (index, reason)

@@ -44,7 +44,17 @@ def plain(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float)):
+    # Exact dicts, lists and strings first: they are nearly all a dialogue holds. Checking the exact
+    # type skips the isinstance chain, and a string item is kept without a call. Anything else
+    # (subclasses, tuples, SDK objects) takes the general rules below, which decide every result.
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) is str else _plain(item) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) is str else _plain(item) for item in value]
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value
+    if isinstance(value, (str, int, float)):
         return value
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}

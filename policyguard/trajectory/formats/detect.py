@@ -19,6 +19,9 @@ from .common import plain
 CHAT, RESPONSES, ANTHROPIC = "openai_chat", "openai_responses", "anthropic"
 FORMATS = (CHAT, RESPONSES, ANTHROPIC)
 ALL = frozenset(FORMATS)
+_ONLY_CHAT = frozenset({CHAT})
+_ONLY_RESPONSES = frozenset({RESPONSES})
+_TYPED_MESSAGE = frozenset({RESPONSES, ANTHROPIC})  # a {"type": "message"} item
 
 _ROLE_FORMATS = {
     "system": frozenset({CHAT, RESPONSES}),
@@ -48,19 +51,18 @@ _PART_FORMATS = {
 
 def _item_formats(item: Any, index: int) -> frozenset[str]:
     """The formats ``item`` (at ``index``) could belong to."""
-    where = f"message {index}"
     if not isinstance(item, dict):
-        raise FormatError(f"{where}: expected an object, got {type(item).__name__}")
+        raise FormatError(f"message {index}: expected an object, got {type(item).__name__}")
     kind = item.get("type")
     if kind is not None and kind != "message":
-        return frozenset({RESPONSES})  # only Responses items carry a non-message "type"
-    formats = frozenset({RESPONSES, ANTHROPIC}) if kind == "message" else ALL
+        return _ONLY_RESPONSES  # only Responses items carry a non-message "type"
+    formats = _TYPED_MESSAGE if kind == "message" else ALL
     role = item.get("role")
     if not isinstance(role, str) or role not in _ROLE_FORMATS:
-        raise FormatError(f"{where}: no 'role' or 'type' any format knows (role={role!r}, type={kind!r})")
+        raise FormatError(f"message {index}: no 'role' or 'type' any format knows (role={role!r}, type={kind!r})")
     formats &= _ROLE_FORMATS[role]
     if "tool_calls" in item or "tool_call_id" in item or "function_call" in item:
-        formats &= frozenset({CHAT})
+        formats &= _ONLY_CHAT
     content = item.get("content")
     if isinstance(content, list):
         for part in content:
@@ -86,12 +88,13 @@ def narrow(possible: frozenset[str], item: Any, index: int) -> frozenset[str]:
     fits = _item_formats(item, index)
     if not fits:
         raise FormatError(f"cannot detect format: message {index} mixes features of different formats")
-    if not possible & fits:
+    narrowed = possible & fits
+    if not narrowed:
         raise FormatError(
             f"cannot detect format: message {index} fits {_names(fits)} "
             f"but earlier messages fit {_names(possible)}; are formats mixed?"
         )
-    return possible & fits
+    return narrowed
 
 
 def choose(possible: frozenset[str], *, separate_system: bool = False) -> str:
@@ -114,7 +117,11 @@ def detect_format(messages: Any) -> str:
     (Chat keeps system text inside the messages). An empty list, a list every
     format reads alike, or a list mixing formats raises.
     """
-    messages = plain(messages)
+    return detect_plain(plain(messages))
+
+
+def detect_plain(messages: Any) -> str:
+    """:func:`detect_format` for data already through :func:`plain`, which is not copied again."""
     if isinstance(messages, str):
         return RESPONSES
     separate_system = False

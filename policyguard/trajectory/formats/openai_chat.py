@@ -65,7 +65,11 @@ def tool_call_from_openai(call: Any, *, where: str = "tool call", unreadable: di
     call whose arguments cannot be read gets empty arguments and its id is
     recorded there with the reason, instead of raising.
     """
-    call = as_dict(plain(call), where)
+    return _tool_call(plain(call), where, unreadable)
+
+
+def _tool_call(call: Any, where: str, unreadable: dict[str, str] | None) -> ToolCall:
+    call = as_dict(call, where)
     call_id = require_str(call, "id", where)
     kind = call.get("type", "function")
     if kind != "function":
@@ -106,8 +110,13 @@ def read_message(item: Any, index: int, *, unreadable: dict[str, str] | None = N
 
     ``unreadable`` is passed to :func:`tool_call_from_openai`.
     """
+    return read_plain_message(plain(item), index, unreadable=unreadable)
+
+
+def read_plain_message(item: Any, index: int, *, unreadable: dict[str, str] | None = None) -> Message:
+    """:func:`read_message` for an item already through :func:`plain`, which is not copied again."""
     where = f"message {index}"
-    item = as_dict(plain(item), where)
+    item = as_dict(item, where)
     raw_role = item.get("role")
     role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
     if role is None:
@@ -122,7 +131,7 @@ def read_message(item: Any, index: int, *, unreadable: dict[str, str] | None = N
         raise FormatError(f"{where}: only assistant messages can carry 'tool_calls'")
     if role == "assistant":
         calls = as_list(item.get("tool_calls") or [], f"{where}: 'tool_calls'")
-        fields["tool_calls"] = [tool_call_from_openai(call, where=where, unreadable=unreadable) for call in calls]
+        fields["tool_calls"] = [_tool_call(call, where, unreadable) for call in calls]
     elif role == "tool":
         fields["tool_call_id"] = require_str(item, "tool_call_id", where)
         fields["is_error"] = error_flag(item.get("is_error"), where) or says_error(content)
@@ -139,11 +148,16 @@ def check_message(message: Message, index: int, ids: CallIds) -> None:
 
 def read(messages: Any) -> Trajectory:
     """A :class:`Trajectory` from a Chat Completions message list."""
-    items = as_list(plain(messages), "openai_chat messages")
+    return read_plain(plain(messages))
+
+
+def read_plain(messages: Any) -> Trajectory:
+    """:func:`read` for a list already through :func:`plain` (no SDK objects left), which is not copied again."""
+    items = as_list(messages, "openai_chat messages")
     ids = CallIds()
     out: list[Message] = []
     for index, item in enumerate(items):
-        message = read_message(item, index)
+        message = read_plain_message(item, index)
         check_message(message, index, ids)
         out.append(message)
     return Trajectory(messages=out)

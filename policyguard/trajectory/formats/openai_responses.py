@@ -66,7 +66,11 @@ _STATUS_FAILED = {"completed": False, "incomplete": True, "in_progress": True}
 
 def tool_call_from_openai(item: Any, *, where: str = "function_call item") -> ToolCall:
     """A :class:`ToolCall` from a ``function_call`` item; its ``call_id`` is the call's id."""
-    item = as_dict(plain(item), where)
+    return _tool_call(plain(item), where)
+
+
+def _tool_call(item: Any, where: str) -> ToolCall:
+    item = as_dict(item, where)
     if item.get("type", "function_call") != "function_call":
         raise FormatError(f"{where}: expected a 'function_call' item, got {item.get('type')!r}")
     call_id = require_str(item, "call_id", where)
@@ -96,7 +100,11 @@ def _output_failed(item: dict[str, Any], text: str | None, where: str) -> bool:
 
 def read(items: Any) -> Trajectory:
     """A :class:`Trajectory` from Responses input/output items (or a bare string)."""
-    items = plain(items)
+    return read_plain(plain(items))
+
+
+def read_plain(items: Any) -> Trajectory:
+    """:func:`read` for items already through :func:`plain` (no SDK objects left), which are not copied again."""
     if isinstance(items, str):
         return Trajectory(messages=[Message(role="user", content=items)])
     messages: list[Message] = []
@@ -118,7 +126,7 @@ def read(items: Any) -> Trajectory:
             messages.append(Message(role=role, content=_text(item.get("content"), where, "content")))
             open_turn = role == "assistant"
         elif kind == "function_call":
-            call = tool_call_from_openai(item, where=where)
+            call = _tool_call(item, where)
             ids.call(call.id, index)
             if open_turn:
                 messages[-1].tool_calls.append(call)
