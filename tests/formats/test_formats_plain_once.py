@@ -39,6 +39,8 @@ from policyguard.trajectory.formats import anthropic, detect_format, openai_chat
 from policyguard.trajectory.formats.common import CallIds, plain
 from policyguard.trajectory.messages import Trajectory
 
+from .test_formats_properties import JSON_VALUES, SCALARS  # the same JSON-like values, NaN and 2**70 included
+
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -148,18 +150,6 @@ VOCAB = {
 }  # fmt: skip
 DEPTHS = st.sampled_from([2, 60, 3000])  # 3000 is past Python's recursion limit: plain must refuse it
 ODD = st.sampled_from([b"bytes", frozenset({1}), Level.LOW, Count(3), Text("t"), Dumps(), NotCallable(), 1.5, -0.0])
-SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=6)
-)
-JSON_VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=12,
-)
 IDS = st.sampled_from(["call_1", "call_2", "call_3"])
 NAMES = st.sampled_from(["get_reservation_details", "cancel_reservation"] * 4 + [""])
 ARGUMENT_TEXT = st.one_of(
