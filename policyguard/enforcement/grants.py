@@ -36,7 +36,7 @@ from policyguard.trajectory.messages import ToolCall
 
 from . import jws
 from .purge import NoncePurger
-from .scoped import CallIdentity
+from .scoped import CallIdentity, any_denied
 from .store import NonceStore
 
 ALGORITHM = jws.ALGORITHM
@@ -245,7 +245,7 @@ class GrantVerifier:
         if not self.nonces.consume(claims.nonce, self.nonce_expiry(claims)):
             raise self.refusal("replayed", claims, call_id)
         self.purger.tick()
-        if any(self.nonces.is_denied(key) for key in claims.identity(call_id).deny_lookups()):
+        if any_denied(self.nonces, claims.identity(call_id).deny_lookups()):
             raise self.refusal("denied", claims, call_id)
 
     @staticmethod

@@ -317,7 +317,7 @@ class PostgresStore:
 
         for attempt in range(_RETRIES):
             try:
-                with self._conn() as conn, (conn.pipeline() if pipelined else nullcontext()), conn.transaction():
+                with self._conn() as conn, conn.pipeline() if pipelined else nullcontext(), conn.transaction():
                     return work(conn)
             except LedgerUnavailable as exc:
                 retryable = isinstance(exc.__cause__, (errors.DeadlockDetected, errors.SerializationFailure))
@@ -407,6 +407,14 @@ class PostgresStore:
     def is_denied(self, call_id: str) -> bool:
         with self._conn() as conn:
             return conn.execute("SELECT 1 FROM denials WHERE call_id = %s", (call_id,)).fetchone() is not None
+
+    def any_denied(self, keys: Sequence[str]) -> bool:
+        """:meth:`is_denied` for several keys in one round trip."""
+        if not keys:
+            return False
+        with self._conn() as conn:
+            found = conn.execute("SELECT 1 FROM denials WHERE call_id = ANY(%s) LIMIT 1", (list(keys),)).fetchone()
+            return found is not None
 
     def purge_expired(self, now: float) -> int:
         with self._conn() as conn:

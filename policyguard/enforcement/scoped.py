@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 IDENTITY_PREFIX = "id1:"
 """Marks a deny key that names a call's identity (a digest), not a bare call id."""
@@ -64,3 +66,18 @@ class CallIdentity:
         fields = [self.session_id, self.call_id, self.tool, self.args_sha256, *where]
         digest = hashlib.sha256(json.dumps(fields, ensure_ascii=True).encode()).hexdigest()
         return IDENTITY_PREFIX + digest
+
+
+class DenyReader(Protocol):
+    """What reads deny records (a :class:`~policyguard.enforcement.store.NonceStore`)."""
+
+    def is_denied(self, call_id: str) -> bool: ...
+
+
+def any_denied(store: DenyReader, keys: Sequence[str]) -> bool:
+    """Whether a deny is recorded under any of ``keys`` (a call's :meth:`CallIdentity.deny_lookups`): one
+    query where the store has ``any_denied`` (the stores here do), else one ``is_denied`` per key."""
+    batch = getattr(store, "any_denied", None)
+    if batch is not None:
+        return bool(batch(keys))
+    return any(store.is_denied(key) for key in keys)

@@ -500,6 +500,13 @@ class SQLiteStore:
         with self._tx(immediate=False) as conn:
             return _is_denied(conn, call_id)
 
+    def any_denied(self, keys: Sequence[str]) -> bool:
+        """:meth:`is_denied` for several keys in one read."""
+        if not keys:
+            return False
+        with self._tx(immediate=False) as conn:
+            return _is_denied(conn, *keys)
+
     def purge_expired(self, now: float) -> int:
         return self._write(lambda conn: conn.execute("DELETE FROM nonces WHERE expires_at < ?", (now,)).rowcount)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyguard.decision import Decision
-from policyguard.enforcement.scoped import CallIdentity
+from policyguard.enforcement.scoped import CallIdentity, any_denied
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
 from policyguard.trajectory.messages import ToolCall
 
@@ -45,7 +45,7 @@ class DenyWins:
             return decision
         try:
             keys = identity(call, session_id, place, decision.args_sha256).deny_lookups()
-            denied = any(denials.is_denied(key) for key in keys)
+            denied = any_denied(denials, keys)
         except Exception as exc:  # an unreadable deny store cannot vouch for the allow
             return Decision.block("guard", NO_VERIFIER_MESSAGE, error=f"deny store unavailable: {exc}")
         if not denied:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from policyguard.enforcement.scoped import any_denied
 from policyguard.enforcement.store import EffectClaim, EffectRecord
 from policyguard.session import NewEvent, SessionError, SessionEvent, SessionHold
 
@@ -44,6 +45,9 @@ class MeteredStore:
 
     def is_denied(self, call_id: str) -> bool:
         return self._run("is_denied", lambda: bool(self.inner.is_denied(call_id)))
+
+    def any_denied(self, keys: Sequence[str]) -> bool:
+        return self._run("is_denied", lambda: any_denied(self.inner, keys))
 
     def purge_expired(self, now: float) -> int:
         return self._run("purge_expired", lambda: int(self.inner.purge_expired(now)))

@@ -256,3 +256,18 @@ def test_a_key_that_is_not_text_is_refused_as_unavailable_on_every_backend(store
         with pytest.raises(LedgerUnavailable):
             attempt()
     assert store.entries() == [] and store.consume("fine", 1.0)
+
+
+def test_a_deny_under_any_of_several_keys_is_found_in_one_lookup(store: Store) -> None:
+    """A check looks up three keys per allow (the bare id and two identities): the store answers them at once."""
+    from policyguard.enforcement.scoped import any_denied
+
+    store.deny("k2")
+    assert store.any_denied(["k1", "k2", "k3"])  # type: ignore[attr-defined]
+    assert not store.any_denied(["k1", "k3"]) and not store.any_denied([])  # type: ignore[attr-defined]
+
+    class OneByOne:  # a store of one's own with is_denied only
+        def is_denied(self, call_id: str) -> bool:
+            return store.is_denied(call_id)
+
+    assert any_denied(OneByOne(), ["k1", "k2"]) and not any_denied(OneByOne(), ["k1"])
