@@ -152,3 +152,18 @@ def test_lists_the_cache_does_not_keep_are_converted_whole():
     assert cache.convert("s", anthropic, "anthropic").messages[0].content == "hi"
     assert cache.convert("s", copy.deepcopy(CHAT), system="be brief").messages[0].role == "system"
     assert len(cache) == 0
+
+
+
+def test_a_conversation_whose_conversion_failed_is_not_read_by_a_check_that_was_waiting_for_it():
+    """Two checks of one conversation at once: the first one's list is refused half-way (its call c9 already
+    registered); the second, which took the same entry and waited for it, converts its own list whole."""
+    cache = HistoryCache()
+    cache.convert("s", copy.deepcopy(CHAT))
+    entry = cache._entries["s"]
+    twice = {"id": "c9", "type": "function", "function": {"name": "get", "arguments": "{}"}}
+    with pytest.raises(FormatError, match="used by two calls"):
+        cache.convert("s", [*copy.deepcopy(CHAT), {"role": "assistant", "content": None, "tool_calls": [twice, twice]}])
+    cache._take = lambda key, format: entry  # type: ignore[method-assign]  # what the waiting check holds
+    once = [*copy.deepcopy(CHAT), {"role": "assistant", "content": None, "tool_calls": [twice]}]
+    assert outcome(cache.convert, "s", once, weight=1) == outcome(to_trajectory, copy.deepcopy(once))

@@ -50,6 +50,7 @@ class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
     weight: int = 0
     fits: list[frozenset[str]] = field(default_factory=list)  # under "auto": the formats messages[: i + 1] fit
+    spent: bool = False  # a conversion raised or gave up here: its state may be half-updated, never read again
 
     def convert(self, messages: list[Any]) -> Trajectory | None:
         """The conversion, or None when the list is not OpenAI Chat (detected): the caller converts it whole."""
@@ -95,11 +96,16 @@ class HistoryCache:
             return to_trajectory(messages, format, system=system)
         entry = self._take(key, format)
         with entry.lock:
+            if entry.spent:  # another thread's conversion failed on it while this one waited for the lock
+                return to_trajectory(messages, format)
             try:
                 trajectory = entry.convert(messages)
             except BaseException:
+                entry.spent = True
                 self._drop(key, entry)
                 raise
+            if trajectory is None:
+                entry.spent = True
         if trajectory is None:
             self._drop(key, entry)
             return to_trajectory(messages, format)
