@@ -154,7 +154,6 @@ def test_lists_the_cache_does_not_keep_are_converted_whole():
     assert len(cache) == 0
 
 
-
 def test_a_conversation_whose_conversion_failed_is_not_read_by_a_check_that_was_waiting_for_it():
     """Two checks of one conversation at once: the first one's list is refused half-way (its call c9 already
     registered); the second, which took the same entry and waited for it, converts its own list whole."""
