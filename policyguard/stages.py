@@ -35,6 +35,10 @@ class CheckContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+PAIRED_VIEW = "paired_view"
+"""The ``context.extra`` key of a dialogue's calls paired once per decision (see :class:`FrontCheck`)."""
+
+
 @runtime_checkable
 class Gate(Protocol):
     """The deterministic layer: proves what can be proven, costs no model call."""
@@ -56,7 +60,10 @@ class FrontCheck(Protocol):
 
     An unknown tool, arguments outside the limits, an ambiguous call id, an
     amount no approval could allow. The guard has put the call's argument hash,
-    taken once per decision, in ``context.extra["args_sha256"]``.
+    taken once per decision, in ``context.extra["args_sha256"]``. A front that
+    pairs a dialogue's calls with their results leaves ``(trajectory, view)`` in
+    ``context.extra[PAIRED_VIEW]`` (a :class:`~policyguard.trajectory.messages.ToolResultsView`),
+    so the gate reuses the pairing of that very trajectory instead of pairing it again.
     """
 
     def refuse(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision | None: ...

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from policyguard.checklist.schema import Checklist, Requirement
 from policyguard.decision import Decision, RequirementResult, Status
 from policyguard.errors import ChecklistError
-from policyguard.stages import CheckContext
+from policyguard.stages import PAIRED_VIEW, CheckContext
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
 from policyguard.trajectory.limits import call_problem
 from policyguard.trajectory.messages import (
@@ -191,10 +191,14 @@ class HardGate:
                 **base,
             )
         try:
+            paired = context.extra.get(PAIRED_VIEW)
             if getattr(trajectory, "paired", False):  # a session's record: paired as it grew, pending id checked
                 view: Any = trajectory
             else:
-                view = ToolResultsView(trajectory)  # scanned several times below: list it once
+                if paired is not None and paired[0] is trajectory:  # the front paired this very dialogue
+                    view = paired[1]
+                else:
+                    view = ToolResultsView(trajectory)  # scanned several times below: list it once
                 for site in view.call_sites():
                     if (
                         site.call.id == call.id

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from policyguard.decision import Decision, RequirementResult
 from policyguard.gate.effects import effect_problem
-from policyguard.stages import CheckContext
+from policyguard.stages import PAIRED_VIEW, CheckContext
 from policyguard.trajectory.limits import call_problem
-from policyguard.trajectory.messages import ToolCall, Trajectory
+from policyguard.trajectory.messages import DuplicateCallId, ToolCall, ToolResultsView, Trajectory
 from policyguard.trajectory.toolnames import unknown_tool_message
 
 from .calls import context_ids, plain_name
@@ -56,7 +56,7 @@ class FrontRefusals:
                 error=problem,
                 **ids,
             )
-        duplicate = trajectory.duplicate_call_id()
+        duplicate = _pair_once(trajectory, context)
         if duplicate is not None:
             return Decision.block(
                 "bad_call",
@@ -81,6 +81,19 @@ class FrontRefusals:
                 result = RequirementResult(id=requirement, status="NOT_MET", evidence=message, judged_by="gate")
                 return Decision.block("gate", message, requirements=[result], **ids)
         return None
+
+
+def _pair_once(trajectory: Trajectory, context: CheckContext) -> DuplicateCallId | None:
+    """The dialogue's duplicate-id problem, or None. A dialogue paired here (not a session record, which is
+    paired as it grows) is kept in ``context.extra[PAIRED_VIEW]`` with its trajectory, for the gate."""
+    if getattr(trajectory, "paired", False):
+        return trajectory.duplicate_call_id()
+    try:
+        view = ToolResultsView(trajectory)
+    except DuplicateCallId as exc:
+        return exc
+    context.extra[PAIRED_VIEW] = (trajectory, view)
+    return None
 
 
 def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
