@@ -36,7 +36,7 @@ from policyguard.integrations import google_adk  # noqa: E402
 from policyguard.integrations.google_adk import GuardHalted, guard_plugin, record_key, trajectory  # noqa: E402
 from policyguard.session import MemorySessionStore  # noqa: E402
 from policyguard.trajectory.canonical import policy_version  # noqa: E402
-from tests.session.credits import CHECKLIST, POLICY, make_guard  # noqa: E402
+from tests.session.credits import CHECKLIST, POLICY, Desk, make_guard  # noqa: E402
 
 APP, USER = "desk", "u1"
 CREDIT = {"user_id": "u1", "amount": 50}
@@ -60,38 +60,6 @@ class ScriptedLlm(BaseLlm):
         else:
             parts = [types.Part(function_call=types.FunctionCall(id=i, name=n, args=a)) for i, n, a in turn]
         yield LlmResponse(content=types.Content(role="model", parts=parts))
-
-
-class Desk:
-    """The credit desk's tools; ``ran`` lists every call that reached a tool."""
-
-    def __init__(self, limit: int = 10, *, raises: bool = False) -> None:
-        self.limit = limit
-        self.raises = raises
-        self.ran: list[tuple[str, dict[str, Any]]] = []
-
-    def tools(self) -> list[Any]:
-        def get_account(account_id: str) -> str:
-            """Read an account."""
-            self.ran.append(("get_account", {"account_id": account_id}))
-            return json.dumps({"account_id": account_id, "limit": self.limit})
-
-        def set_limit(account_id: str, limit: int) -> str:
-            """Set an account's limit."""
-            self.ran.append(("set_limit", {"account_id": account_id, "limit": limit}))
-            return "OK"
-
-        def send_credit(user_id: str, amount: int) -> str:
-            """Send a goodwill credit."""
-            self.ran.append(("send_credit", {"user_id": user_id, "amount": amount}))
-            if self.raises:
-                raise ConnectionError("the credit service dropped the connection")
-            return "credit sent"
-
-        return [get_account, set_limit, send_credit]
-
-    def names(self) -> list[str]:
-        return [name for name, _ in self.ran]
 
 
 def guard() -> Guard:

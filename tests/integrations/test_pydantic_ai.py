@@ -6,7 +6,6 @@ The credit desk of tests/session/credits.py: one goodwill credit per conversatio
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from typing import Any
 
@@ -30,7 +29,7 @@ from policyguard import Guard  # noqa: E402
 from policyguard.decision import Decision  # noqa: E402
 from policyguard.integrations.pydantic_ai import PolicyGuardCapability, trajectory  # noqa: E402
 from policyguard.session import MemorySessionStore  # noqa: E402
-from tests.session.credits import make_guard  # noqa: E402
+from tests.session.credits import Desk, make_guard  # noqa: E402
 
 Turn = list[tuple[str, str, dict[str, Any]]]
 
@@ -46,32 +45,6 @@ def scripted(*turns: Turn | str) -> FunctionModel:
         return ModelResponse(parts=[ToolCallPart(tool_name=n, args=a, tool_call_id=i) for i, n, a in turn])
 
     return FunctionModel(answer)
-
-
-class Desk:
-    """The credit desk's tools; ``ran`` lists every call that reached a tool."""
-
-    def __init__(self, limit: int = 10) -> None:
-        self.limit = limit
-        self.ran: list[tuple[str, dict[str, Any]]] = []
-
-    def tools(self) -> list[Any]:
-        def get_account(account_id: str) -> str:
-            """Read an account."""
-            self.ran.append(("get_account", {"account_id": account_id}))
-            return json.dumps({"account_id": account_id, "limit": self.limit})
-
-        def set_limit(account_id: str, limit: int) -> str:
-            """Set an account's limit."""
-            self.ran.append(("set_limit", {"account_id": account_id, "limit": limit}))
-            return "OK"
-
-        def send_credit(user_id: str, amount: int) -> str:
-            """Send a goodwill credit."""
-            self.ran.append(("send_credit", {"user_id": user_id, "amount": amount}))
-            return "credit sent"
-
-        return [get_account, set_limit, send_credit]
 
 
 def agent(model: FunctionModel, desk: Desk, guard: Guard, **kwargs: Any) -> Agent[None, Any]:

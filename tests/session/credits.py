@@ -70,3 +70,36 @@ def answer(call_id: str, value: Any, *, error: bool = False) -> Message:
 
 def credit(call_id: str, amount: int = 50) -> ToolCall:
     return call(call_id, "send_credit", user_id="u1", amount=amount)
+
+
+class Desk:
+    """The credit desk's tools, as plain functions for an agent framework; ``ran`` lists every call that reached
+    a tool, ``raises=True`` makes send_credit fail as a dropped connection would."""
+
+    def __init__(self, limit: int = 10, *, raises: bool = False) -> None:
+        self.limit = limit
+        self.raises = raises
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+
+    def tools(self) -> list[Any]:
+        def get_account(account_id: str) -> str:
+            """Read an account."""
+            self.ran.append(("get_account", {"account_id": account_id}))
+            return json.dumps({"account_id": account_id, "limit": self.limit})
+
+        def set_limit(account_id: str, limit: int) -> str:
+            """Set an account's limit."""
+            self.ran.append(("set_limit", {"account_id": account_id, "limit": limit}))
+            return "OK"
+
+        def send_credit(user_id: str, amount: int) -> str:
+            """Send a goodwill credit."""
+            self.ran.append(("send_credit", {"user_id": user_id, "amount": amount}))
+            if self.raises:
+                raise ConnectionError("the credit service dropped the connection")
+            return "credit sent"
+
+        return [get_account, set_limit, send_credit]
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.ran]
