@@ -67,6 +67,14 @@ def _change(session: Any, raw: dict[str, Any], order: dict[str, Any], method: st
     return session.pending(tool, order_id=order["order_id"], item_ids=[old], new_item_ids=[new], payment_method_id=method)
 
 
+def _judge(
+    checklist: Checklist, session: Any, raw: dict[str, Any], context: CheckContext, order: dict[str, Any],
+    method: str, tool: str = "modify_pending_order_items",
+) -> Decision:  # fmt: skip
+    """The gate's decision on changing ``order``'s item, paid with ``method``, after what ``session`` read."""
+    return HardGate(checklist).check(_change(session, raw, order, method, tool), session.trajectory(), context)
+
+
 def _not_met(decision: Decision) -> set[str]:
     return {r.id.removeprefix("exchange-").replace("exchange-", "") for r in decision.requirements if r.status == "NOT_MET"}
 
@@ -82,9 +90,7 @@ def test_paying_with_the_card_the_order_was_paid_with_needs_no_profile_read(
     _read_order(retail_session, retail_raw, order)
     paid_with = order["payment_history"][0]["payment_method_id"]
 
-    decision = HardGate(retail_checklist).check(
-        _change(retail_session, retail_raw, order, paid_with, tool), retail_session.trajectory(), retail_context
-    )
+    decision = _judge(retail_checklist, retail_session, retail_raw, retail_context, order, paid_with, tool)
 
     assert decision.outcome == "escalate", decision.message
     evidence = {r.id: r.evidence for r in decision.requirements}
@@ -99,11 +105,7 @@ def test_another_of_the_owners_methods_still_needs_the_profile(
     shown = {p["payment_method_id"] for p in order["payment_history"]}
     other = next(pid for pid in retail_raw["users"][order["user_id"]]["payment_methods"] if pid not in shown)
 
-    decision = HardGate(retail_checklist).check(
-        _change(retail_session, retail_raw, order, other, "modify_pending_order_items"),
-        retail_session.trajectory(),
-        retail_context,
-    )
+    decision = _judge(retail_checklist, retail_session, retail_raw, retail_context, order, other)
 
     assert decision.outcome == "block"
     assert "get_user_details" in decision.message
@@ -117,11 +119,7 @@ def test_the_gift_card_the_order_was_paid_with_still_needs_its_balance_from_the_
     _read_order(retail_session, retail_raw, order)
     card = order["payment_history"][0]["payment_method_id"]
 
-    decision = HardGate(retail_checklist).check(
-        _change(retail_session, retail_raw, order, card, "modify_pending_order_items"),
-        retail_session.trajectory(),
-        retail_context,
-    )
+    decision = _judge(retail_checklist, retail_session, retail_raw, retail_context, order, card)
 
     assert decision.outcome == "block"
     assert "get_user_details" in decision.message
@@ -141,14 +139,11 @@ def test_a_method_from_somebody_elses_order_is_no_evidence(
     s = retail_session
     _read_order(s, retail_raw, mine)
     s.run("get_order_details", order_id=theirs["order_id"])  # read, but it is not the order being changed
-    gate = HardGate(retail_checklist)
 
-    on_mine = gate.check(_change(s, retail_raw, mine, their_card, "modify_pending_order_items"), s.trajectory(),
-                         retail_context)  # fmt: skip
+    on_mine = _judge(retail_checklist, s, retail_raw, retail_context, mine, their_card)
     assert on_mine.outcome == "block"
     assert "items-payment-in-profile" in _not_met(on_mine)
 
-    on_theirs = gate.check(_change(s, retail_raw, theirs, their_card, "modify_pending_order_items"), s.trajectory(),
-                           retail_context)  # fmt: skip
+    on_theirs = _judge(retail_checklist, s, retail_raw, retail_context, theirs, their_card)
     assert on_theirs.outcome == "block"
     assert "items-own-order" in _not_met(on_theirs)
