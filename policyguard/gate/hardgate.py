@@ -199,13 +199,9 @@ class HardGate:
                     view = paired[1]
                 else:
                     view = ToolResultsView(trajectory)  # scanned several times below: list it once
-                for site in view.call_sites():
-                    if (
-                        site.call.id == call.id
-                        and site.result is None
-                        and (site.call.name, site.call.arguments) != (call.name, call.arguments)
-                    ):
-                        raise DuplicateCallId(call.id, "is used by an earlier, different call that is not answered")
+                site = view.unanswered(call.id)
+                if site is not None and (site.call.name, site.call.arguments) != (call.name, call.arguments):
+                    raise DuplicateCallId(call.id, "is used by an earlier, different call that is not answered")
         except DuplicateCallId as exc:
             return Decision.block(
                 stage="gate",

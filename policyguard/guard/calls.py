@@ -6,7 +6,7 @@ from typing import Any
 
 from policyguard.stages import CheckContext
 from policyguard.trajectory.canonical import UNHASHABLE_ARGS
-from policyguard.trajectory.messages import ToolCall, Trajectory
+from policyguard.trajectory.messages import ToolCall, Trajectory, last_mention
 
 
 def call_ids(call: ToolCall) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def call_place(trajectory: Trajectory, call: ToolCall, args_sha256: str | None =
     if sha is None or sha == UNHASHABLE_ARGS:
         return ""
     messages = trajectory.messages
-    for index in range(len(messages) - 1, -1, -1):
+    for index in range(last_mention(messages, call.id), -1, -1):  # no message after it names the id
         message = messages[index]
         if message.role != "assistant":
             continue

@@ -476,7 +476,7 @@ class Guard:
             isinstance(value, list)
             and value
             and format in ("auto", "openai_chat")
-            and not any(isinstance(item, Message) for item in value)
+            and not any(issubclass(kind, Message) for kind in set(map(type, value)))  # one pass in C
         ):
             if session is None:
                 key = f"list:{id(value)}"

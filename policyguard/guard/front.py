@@ -56,7 +56,7 @@ class FrontRefusals:
                 error=problem,
                 **ids,
             )
-        duplicate = _pair_once(trajectory, context)
+        duplicate, view = _pair_once(trajectory, context)
         if duplicate is not None:
             return Decision.block(
                 "bad_call",
@@ -65,7 +65,7 @@ class FrontRefusals:
                 error=str(duplicate),
                 **ids,
             )
-        reuse = _id_reuse(call, trajectory) if self.check_id_reuse else None
+        reuse = _id_reuse(call, trajectory, view) if self.check_id_reuse else None
         if reuse is not None:
             return Decision.block(
                 "bad_call",
@@ -83,35 +83,42 @@ class FrontRefusals:
         return None
 
 
-def _pair_once(trajectory: Trajectory, context: CheckContext) -> DuplicateCallId | None:
-    """The dialogue's duplicate-id problem, or None. A dialogue paired here (not a session record, which is
-    paired as it grows) is kept in ``context.extra[PAIRED_VIEW]`` with its trajectory, for the gate."""
+def _pair_once(trajectory: Trajectory, context: CheckContext) -> tuple[DuplicateCallId | None, ToolResultsView | None]:
+    """The dialogue's duplicate-id problem (or None) and its pairing. A dialogue paired here (not a session record,
+    which is paired as it grows) is kept in ``context.extra[PAIRED_VIEW]`` with its trajectory, for the gate."""
     if getattr(trajectory, "paired", False):
-        return trajectory.duplicate_call_id()
+        return trajectory.duplicate_call_id(), None
     try:
         view = ToolResultsView(trajectory)
     except DuplicateCallId as exc:
-        return exc
+        return exc, None
     context.extra[PAIRED_VIEW] = (trajectory, view)
-    return None
+    return None, view
 
 
-def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
+def _id_reuse(call: ToolCall, trajectory: Trajectory, view: ToolResultsView | None = None) -> str | None:
     """Why the pending call's id cannot be trusted to name this call, or None.
 
     The trajectory may already carry the pending call, unanswered, as the newest
     call with its id (a loop checks the message it just received). An id may be
     reused once the earlier call with it was answered; it may not name another
     call that is still unanswered, and the pending call may not be answered already.
+    A tool message with the id counts as an answer even when no call before it has the id.
+
+    Read from the newest message back: to the newest message naming the id, when the pairing ``view`` knows it.
     """
+    messages = trajectory.messages
+    start = view.last_mention(call.id) if view is not None else None
     newest: ToolCall | None = None
-    answered = False
-    for message in trajectory.messages:
+    answered = False  # a result with the id after the newest call with it
+    for index in range(len(messages) - 1 if start is None else start, -1, -1):
+        message = messages[index]
+        calls = [other for other in message.tool_calls if other.id == call.id]
+        if calls:
+            newest = calls[-1]  # a result in the same message came before its calls: it answers an earlier one
+            break
         if message.role == "tool" and message.tool_call_id == call.id:
             answered = True
-        for other in message.tool_calls:
-            if other.id == call.id:
-                newest, answered = other, False
     if newest is not None and (newest.name, newest.arguments) != (call.name, call.arguments):
         return None if answered else "is used by another call in the dialogue"  # answered: the pending is new
     return "was already answered by a tool result" if answered else None

@@ -6,9 +6,10 @@ OpenAI Responses and Anthropic Messages; the guard only sees these types.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, SupportsIndex
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -68,7 +69,7 @@ class DuplicateCallId(ValueError):
 
     def __init__(self, call_id: str, what: str) -> None:
         super().__init__(f"tool call id {call_id!r} {what}: calls and results cannot be paired by id")
-        self.call_id = call_id
+        self.call_id, self.what = call_id, what
 
 
 class ToolResult(BaseModel):
@@ -138,32 +139,13 @@ class Trajectory(BaseModel):
         the id of a call that is still unanswered, or a second result for an id
         whose call is already answered. Pairing by position is never tried.
         A tool message that answers no earlier call is ignored (not trusted).
+
+        A list converted message by message
+        (:class:`PairedMessages`) brings its pairing
+        along; any other list is paired here
+        (:class:`Pairing`).
         """
-        sites: list[CallSite] = []
-        open_calls: dict[str, int] = {}  # id -> index in sites of its unanswered call
-        answered: set[str] = set()
-        for index, message in enumerate(self.messages):
-            if message.role == "assistant":
-                for position, call in enumerate(message.tool_calls):
-                    if call.id in open_calls:
-                        raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
-                    open_calls[call.id] = len(sites)
-                    answered.discard(call.id)
-                    sites.append(CallSite(call, (index, position), None))
-            elif message.role == "tool" and message.tool_call_id is not None:
-                at = open_calls.pop(message.tool_call_id, None)
-                if at is None:
-                    if message.tool_call_id in answered:
-                        raise DuplicateCallId(message.tool_call_id, "has two results")
-                    continue
-                answered.add(message.tool_call_id)
-                call, order = sites[at].call, sites[at].order
-                # validated: pydantic's model_construct is slower than its validator for a model this small
-                result = ToolResult(
-                    call=call, content=message.content or "", is_error=message.is_error, index=index, order=order
-                )
-                sites[at] = CallSite(call, order, result)
-        return sites
+        return paired(self.messages).call_sites()
 
     def tool_results(self) -> Iterator[ToolResult]:
         """Each answered call's result, in call order (raises :class:`DuplicateCallId`).
@@ -219,8 +201,18 @@ class ToolResultsView:
     """
 
     def __init__(self, trajectory: HasToolResults) -> None:
-        self._sites = list(trajectory.call_sites())
-        self._results = [site.result for site in self._sites if site.result is not None]
+        self._open: dict[str, int] | None = None
+        self._mentioned: dict[str, int] | None = None
+        if isinstance(trajectory, Trajectory):  # paired message by message: once, or as it was converted
+            pairing = paired(trajectory.messages)
+            self._sites = pairing.call_sites()
+            self._results = pairing.results
+            self._successes: dict[str, list[ToolResult]] | None = pairing.successes
+            self._open, self._mentioned = pairing.open, pairing.mentioned
+        else:
+            self._sites = list(trajectory.call_sites())
+            self._results = [site.result for site in self._sites if site.result is not None]
+            self._successes = None
         # the dialogue itself, for what only its text says (a user id the user stated): a reference, not a copy
         self.messages: list[Message] | None = getattr(trajectory, "messages", None)
         said = getattr(trajectory, "said_words", None)
@@ -235,8 +227,212 @@ class ToolResultsView:
 
     def successes_by_tool(self) -> dict[str, list[ToolResult]]:
         """Successful results by tool, in call order (what a prerequisite read needs)."""
-        successes: dict[str, list[ToolResult]] = {}
-        for result in self._results:
+        if self._successes is None:
+            successes: dict[str, list[ToolResult]] = {}
+            for result in self._results:
+                if not result.is_error:
+                    successes.setdefault(result.call.name, []).append(result)
+            self._successes = successes
+        return self._successes
+
+    def unanswered(self, call_id: str) -> CallSite | None:
+        """The call with this id that no result answers (at most one: two would not have paired)."""
+        if self._open is None:
+            self._open = {site.call.id: at for at, site in enumerate(self._sites) if site.result is None}
+        at = self._open.get(call_id)
+        return None if at is None else self._sites[at]
+
+    def last_mention(self, call_id: str) -> int | None:
+        """The newest message naming ``call_id`` (a call or a result; -1: none), or None when not known."""
+        return None if self._mentioned is None else self._mentioned.get(call_id, -1)
+
+
+# -- pairing ------------------------------------------------------------------
+# Trajectory.call_sites pairs through Pairing, the one implementation of the rules. A converter that reads a
+# growing list message by message (formats.chat_history.ChatHistory) feeds each message once and hands out a
+# PairedMessages list carrying a copy of the pairing as it stood (Paired), so a check at message 2,000 does not
+# pair the 1,999 before it again. Any edit of that list through its methods drops the pairing, and a pairing whose
+# message count differs from the list's length is never read: such a list is paired afresh.
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """A pairing as it stood after ``count`` messages; feeding more messages does not change it."""
+
+    count: int
+    problem: DuplicateCallId | None
+    sites: list[CallSite]
+    results: list[ToolResult]  # the answered calls' results, in call order
+    successes: dict[str, list[ToolResult]]  # the non-error results by tool, in call order
+    open: dict[str, int]  # call id -> the index in ``sites`` of its unanswered call
+    mentioned: dict[str, int]  # call id -> the newest message naming it (a call in any role, or a result)
+
+    def call_sites(self) -> list[CallSite]:
+        """The sites (a new list), or raise the first ambiguity met."""
+        if self.problem is not None:
+            raise DuplicateCallId(self.problem.call_id, self.problem.what)
+        return list(self.sites)
+
+    def unanswered(self, call_id: str) -> CallSite | None:
+        """The call with this id that no result answers yet (at most one: two would be ambiguous)."""
+        at = self.open.get(call_id)
+        return None if at is None else self.sites[at]
+
+
+class Pairing:
+    """Calls and results of one message list, paired as each message is fed (not thread-safe)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.problem: DuplicateCallId | None = None
+        self._sites: list[CallSite] = []
+        self._open: dict[str, int] = {}
+        self._answered: set[str] = set()
+        self._results: tuple[list[int], list[ToolResult]] = ([], [])  # (site indices ascending, their results)
+        self._successes: dict[str, tuple[list[int], list[ToolResult]]] = {}
+        self._mentioned: dict[str, int] = {}
+
+    def feed(self, message: Message) -> None:
+        """Pair the next message (the first ambiguity is kept in :attr:`problem`; later messages are only counted)."""
+        index = self.count
+        self.count += 1
+        if message.tool_call_id is not None:
+            self._mentioned[message.tool_call_id] = index
+        for call in message.tool_calls:
+            self._mentioned[call.id] = index
+        if self.problem is None:
+            try:
+                self._pair(message, index)
+            except DuplicateCallId as exc:
+                self.problem = exc
+
+    def feed_all(self, messages: Iterable[Message]) -> Pairing:
+        for message in messages:
+            self.feed(message)
+        return self
+
+    def snapshot(self, *, copy: bool = True) -> Paired:
+        """The pairing as it stands now (``copy=False`` when this object is fed no more)."""
+        sites, results = self._sites, self._results[1]
+        successes = {tool: found for tool, (_, found) in self._successes.items()}
+        open_calls, mentioned = self._open, self._mentioned
+        if copy:
+            sites, results, open_calls, mentioned = list(sites), list(results), dict(open_calls), dict(mentioned)
+            successes = {tool: list(found) for tool, found in successes.items()}
+        return Paired(self.count, self.problem, sites, results, successes, open_calls, mentioned)
+
+    def _pair(self, message: Message, index: int) -> None:
+        sites, open_calls, answered = self._sites, self._open, self._answered
+        if message.role == "assistant":
+            for position, call in enumerate(message.tool_calls):
+                if call.id in open_calls:
+                    raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
+                open_calls[call.id] = len(sites)
+                answered.discard(call.id)
+                sites.append(CallSite(call, (index, position), None))
+        elif message.role == "tool" and message.tool_call_id is not None:
+            at = open_calls.pop(message.tool_call_id, None)
+            if at is None:
+                if message.tool_call_id in answered:
+                    raise DuplicateCallId(message.tool_call_id, "has two results")
+                return  # answers no call: not trusted, ignored
+            answered.add(message.tool_call_id)
+            call, order = sites[at].call, sites[at].order
+            # validated: pydantic's model_construct is slower than its validator for a model this small
+            result = ToolResult(
+                call=call, content=message.content or "", is_error=message.is_error, index=index, order=order
+            )
+            sites[at] = CallSite(call, order, result)
+            _insert(self._results, at, result)
             if not result.is_error:
-                successes.setdefault(result.call.name, []).append(result)
-        return successes
+                _insert(self._successes.setdefault(call.name, ([], [])), at, result)
+
+
+def _insert(ordered: tuple[list[int], list[ToolResult]], at: int, result: ToolResult) -> None:
+    """Put ``result`` of the call at site ``at`` in call order (results mostly come in order: at the end)."""
+    positions, results = ordered
+    where = len(positions) if not positions or positions[-1] < at else bisect.bisect(positions, at)
+    positions.insert(where, at)
+    results.insert(where, result)
+
+
+class PairedMessages(list[Message]):
+    """A converted message list carrying its :class:`Paired`; an edit through any list method drops it."""
+
+    __slots__ = ("pairing",)
+
+    def __init__(self, messages: Iterable[Message] = (), pairing: Paired | None = None) -> None:
+        super().__init__(messages)
+        self.pairing = pairing
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.pairing = None
+        super().__setitem__(index, value)
+
+    def __delitem__(self, index: Any) -> None:
+        self.pairing = None
+        super().__delitem__(index)
+
+    def __iadd__(self, other: Iterable[Message]) -> PairedMessages:  # type: ignore[override,misc]
+        self.pairing = None
+        return super().__iadd__(other)  # type: ignore[return-value]
+
+    def __imul__(self, times: SupportsIndex) -> PairedMessages:  # type: ignore[override,misc]
+        self.pairing = None
+        return super().__imul__(times)  # type: ignore[return-value]
+
+    def append(self, message: Message) -> None:
+        self.pairing = None
+        super().append(message)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        self.pairing = None
+        super().extend(messages)
+
+    def insert(self, index: SupportsIndex, message: Message) -> None:
+        self.pairing = None
+        super().insert(index, message)
+
+    def pop(self, index: SupportsIndex = -1) -> Message:
+        self.pairing = None
+        return super().pop(index)
+
+    def remove(self, message: Message) -> None:
+        self.pairing = None
+        super().remove(message)
+
+    def clear(self) -> None:
+        self.pairing = None
+        super().clear()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        self.pairing = None
+        super().sort(*args, **kwargs)
+
+    def reverse(self) -> None:
+        self.pairing = None
+        super().reverse()
+
+
+def paired(messages: list[Message]) -> Paired:
+    """The pairing of ``messages``: the one an unedited :class:`PairedMessages` carries, else paired now."""
+    pairing = carried(messages)
+    return pairing if pairing is not None else Pairing().feed_all(messages).snapshot(copy=False)
+
+
+def carried(messages: Any) -> Paired | None:
+    """The pairing ``messages`` carries (an unedited :class:`PairedMessages`), or None: never pairs."""
+    if isinstance(messages, PairedMessages):
+        pairing = messages.pairing
+        if pairing is not None and pairing.count == len(messages):
+            return pairing
+    return None
+
+
+def last_mention(messages: list[Message], call_id: str) -> int:
+    """Where a backward search for ``call_id`` may start: the newest message naming it (-1: none) when the list
+    carries its pairing, else the last message."""
+    pairing = carried(messages)
+    if pairing is None:
+        return len(messages) - 1
+    return pairing.mentioned.get(call_id, -1)

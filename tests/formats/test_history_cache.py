@@ -3,9 +3,10 @@
 Property: after any sequence of appends, in-place edits, truncations and
 replacements of the lists sent under a few conversation keys,
 ``HistoryCache.convert(key, messages, format)`` returns the same trajectory as
-``to_trajectory(messages, format)``, or raises the same error with the same
-message. Lists the cache does not keep (another format, a separate system
-prompt, too heavy) are converted whole.
+``to_trajectory(messages, format)`` (its calls paired with their results the
+same way too), or raises the same error with the same message. Lists the
+cache does not keep (another format, a separate system prompt, too heavy) are
+converted whole.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 from policyguard.errors import FormatError
 from policyguard.trajectory.formats import to_trajectory
 from policyguard.trajectory.formats.history_cache import HistoryCache
+from policyguard.trajectory.messages import DuplicateCallId
 
 
 class Part(BaseModel):
@@ -67,9 +69,14 @@ def message(draw: st.DrawFn) -> Any:
 
 def outcome(convert: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return [m.model_dump_json() for m in convert(*args, **kwargs).messages]  # JSON: 1, 1.0 and True differ
+        trajectory = convert(*args, **kwargs)
     except FormatError as exc:
         return ("refused", str(exc))
+    try:  # the pairing a converted list carries, or the one made for it now: the same
+        sites: Any = [(s.call.id, s.order, s.result and s.result.model_dump_json()) for s in trajectory.call_sites()]
+    except DuplicateCallId as exc:
+        sites = ("ambiguous", str(exc))
+    return [m.model_dump_json() for m in trajectory.messages], sites  # JSON: 1, 1.0 and True differ
 
 
 STEP = st.one_of(

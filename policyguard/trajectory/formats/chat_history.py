@@ -27,7 +27,7 @@ from typing import Any
 
 from policyguard.errors import FormatError
 
-from ..messages import Message, Trajectory
+from ..messages import Message, PairedMessages, Pairing, Trajectory
 from .common import CallIds, plain
 from .openai_chat import check_message, read_plain_message
 
@@ -50,6 +50,7 @@ class ChatHistory:
         self._messages: list[Message] = []
         self._ids = CallIds()
         self._unreadable: dict[str, tuple[int, str]] = {}  # call id -> (message index, reason)
+        self._pairing = Pairing()  # the converted messages' calls and results, paired as each was converted
 
     def convert(self, messages: Sequence[Any], *, keep: int | None = None) -> Trajectory:
         """``messages`` as a :class:`Trajectory`, reusing the unchanged prefix (``keep``: what
@@ -62,7 +63,7 @@ class ChatHistory:
             self._truncate(keep)
         for index in range(keep, len(messages)):
             self._append(messages[index], index)
-        return Trajectory.model_construct(messages=list(self._messages))
+        return Trajectory.model_construct(messages=PairedMessages(self._messages, self._pairing.snapshot()))
 
     def call_index(self, call_id: str) -> int | None:
         """The index of the message that carries call ``call_id``, if any."""
@@ -106,6 +107,7 @@ class ChatHistory:
         self._unreadable = {k: v for k, v in self._unreadable.items() if v[0] < keep}
         for index, message in enumerate(self._messages):
             check_message(message, index, self._ids)
+        self._pairing = Pairing().feed_all(self._messages)
 
     def _append(self, item: Any, index: int) -> None:
         snapshot = plain(item)
@@ -124,6 +126,7 @@ class ChatHistory:
         if _has_typed_values(snapshot):
             self._strict[index] = _typed_json(snapshot)
         self._messages.append(message)
+        self._pairing.feed(message)
 
 
 def _has_typed_values(item: Any) -> bool:
