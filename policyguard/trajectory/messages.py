@@ -265,7 +265,7 @@ class Paired:
     results: list[ToolResult]  # the answered calls' results, in call order
     successes: dict[str, list[ToolResult]]  # the non-error results by tool, in call order
     open: dict[str, int]  # call id -> the index in ``sites`` of its unanswered call
-    mentioned: dict[str, int]  # call id -> the newest message naming it (a call in any role, or a result)
+    mentioned: dict[str, int] | None  # call id -> the newest message naming it (a call in any role, a result)
 
     def call_sites(self) -> list[CallSite]:
         """The sites (a new list), or raise the first ambiguity met."""
@@ -280,11 +280,18 @@ class Paired:
 
 
 class Pairing:
-    """Calls and results of one message list, paired as each message is fed (not thread-safe)."""
+    """Calls and results of one message list, paired as messages are fed (not thread-safe).
 
-    def __init__(self) -> None:
+    ``tracked`` (for a list that keeps growing) keeps the results, the non-error
+    results by tool and the newest message naming each id up to date as each
+    message is fed; untracked (a list paired once) lists them when a snapshot is
+    taken, and names no message.
+    """
+
+    def __init__(self, *, tracked: bool = True) -> None:
         self.count = 0
         self.problem: DuplicateCallId | None = None
+        self.tracked = tracked
         self._sites: list[CallSite] = []
         self._open: dict[str, int] = {}
         self._answered: set[str] = set()
@@ -294,64 +301,83 @@ class Pairing:
 
     def feed(self, message: Message) -> None:
         """Pair the next message (the first ambiguity is kept in :attr:`problem`; later messages are only counted)."""
-        index = self.count
-        self.count += 1
-        if message.tool_call_id is not None:
-            self._mentioned[message.tool_call_id] = index
-        for call in message.tool_calls:
-            self._mentioned[call.id] = index
-        if self.problem is None:
-            try:
-                self._pair(message, index)
-            except DuplicateCallId as exc:
-                self.problem = exc
+        self.feed_all((message,))
 
     def feed_all(self, messages: Iterable[Message]) -> Pairing:
-        for message in messages:
-            self.feed(message)
+        """Pair the next messages, in order (one loop: this is every one-shot check's pairing)."""
+        sites, open_calls, answered, successes = self._sites, self._open, self._answered, self._successes
+        mentioned = self._mentioned if self.tracked else None
+        index = self.count
+        try:
+            for message in messages:
+                answers = message.tool_call_id
+                if mentioned is not None:
+                    if answers is not None:
+                        mentioned[answers] = index
+                    for call in message.tool_calls:
+                        mentioned[call.id] = index
+                if self.problem is not None:
+                    pass
+                elif message.role == "assistant":
+                    for position, call in enumerate(message.tool_calls):
+                        if call.id in open_calls:
+                            self.problem = DuplicateCallId(call.id, "is used by two calls before the first is answered")
+                            break
+                        open_calls[call.id] = len(sites)
+                        answered.discard(call.id)
+                        sites.append(CallSite(call, (index, position), None))
+                elif message.role == "tool" and answers is not None:
+                    at = open_calls.pop(answers, None)
+                    if at is not None:
+                        answered.add(answers)
+                        call, order = sites[at].call, sites[at].order
+                        # validated: pydantic's model_construct is slower than its validator for a model this small
+                        result = ToolResult(
+                            call=call, content=message.content or "", is_error=message.is_error, index=index,
+                            order=order,
+                        )  # fmt: skip
+                        sites[at] = CallSite(call, order, result)
+                        if mentioned is not None:  # in call order; results mostly come in it: appended
+                            _insert(self._results, at, result)
+                            if not result.is_error:
+                                _insert(successes.get(call.name) or successes.setdefault(call.name, ([], [])), at,
+                                        result)  # fmt: skip
+                    elif answers in answered:
+                        self.problem = DuplicateCallId(answers, "has two results")
+                    # else: answers no call, so it is not trusted: ignored
+                index += 1
+        finally:
+            self.count = index
         return self
 
     def snapshot(self, *, copy: bool = True) -> Paired:
         """The pairing as it stands now (``copy=False`` when this object is fed no more)."""
-        sites, results = self._sites, self._results[1]
+        sites, open_calls = self._sites, self._open
+        if not self.tracked:
+            results = [site.result for site in sites if site.result is not None]
+            successes: dict[str, list[ToolResult]] = {}
+            for result in results:
+                if not result.is_error:
+                    successes.setdefault(result.call.name, []).append(result)
+            if copy:
+                sites, open_calls = list(sites), dict(open_calls)
+            return Paired(self.count, self.problem, sites, results, successes, open_calls, None)
+        results, mentioned = self._results[1], self._mentioned
         successes = {tool: found for tool, (_, found) in self._successes.items()}
-        open_calls, mentioned = self._open, self._mentioned
         if copy:
             sites, results, open_calls, mentioned = list(sites), list(results), dict(open_calls), dict(mentioned)
             successes = {tool: list(found) for tool, found in successes.items()}
         return Paired(self.count, self.problem, sites, results, successes, open_calls, mentioned)
 
-    def _pair(self, message: Message, index: int) -> None:
-        sites, open_calls, answered = self._sites, self._open, self._answered
-        if message.role == "assistant":
-            for position, call in enumerate(message.tool_calls):
-                if call.id in open_calls:
-                    raise DuplicateCallId(call.id, "is used by two calls before the first is answered")
-                open_calls[call.id] = len(sites)
-                answered.discard(call.id)
-                sites.append(CallSite(call, (index, position), None))
-        elif message.role == "tool" and message.tool_call_id is not None:
-            at = open_calls.pop(message.tool_call_id, None)
-            if at is None:
-                if message.tool_call_id in answered:
-                    raise DuplicateCallId(message.tool_call_id, "has two results")
-                return  # answers no call: not trusted, ignored
-            answered.add(message.tool_call_id)
-            call, order = sites[at].call, sites[at].order
-            # validated: pydantic's model_construct is slower than its validator for a model this small
-            result = ToolResult(
-                call=call, content=message.content or "", is_error=message.is_error, index=index, order=order
-            )
-            sites[at] = CallSite(call, order, result)
-            _insert(self._results, at, result)
-            if not result.is_error:
-                _insert(self._successes.setdefault(call.name, ([], [])), at, result)
-
 
 def _insert(ordered: tuple[list[int], list[ToolResult]], at: int, result: ToolResult) -> None:
     """Put ``result`` of the call at site ``at`` in call order (results mostly come in order: at the end)."""
     positions, results = ordered
-    where = len(positions) if not positions or positions[-1] < at else bisect.bisect(positions, at)
+    if not positions or positions[-1] < at:
+        positions.append(at)
+        results.append(result)
+        return
+    where = bisect.bisect(positions, at)
     positions.insert(where, at)
     results.insert(where, result)
 
@@ -417,7 +443,7 @@ class PairedMessages(list[Message]):
 def paired(messages: list[Message]) -> Paired:
     """The pairing of ``messages``: the one an unedited :class:`PairedMessages` carries, else paired now."""
     pairing = carried(messages)
-    return pairing if pairing is not None else Pairing().feed_all(messages).snapshot(copy=False)
+    return pairing if pairing is not None else Pairing(tracked=False).feed_all(messages).snapshot(copy=False)
 
 
 def carried(messages: Any) -> Paired | None:
@@ -433,6 +459,6 @@ def last_mention(messages: list[Message], call_id: str) -> int:
     """Where a backward search for ``call_id`` may start: the newest message naming it (-1: none) when the list
     carries its pairing, else the last message."""
     pairing = carried(messages)
-    if pairing is None:
+    if pairing is None or pairing.mentioned is None:
         return len(messages) - 1
     return pairing.mentioned.get(call_id, -1)

@@ -107,6 +107,20 @@ def view(messages: list[Message]) -> ToolResultsView:
     return ToolResultsView(Trajectory.model_construct(messages=messages))
 
 
+def paired_once(messages: list[Message]) -> Any:
+    """The answers for a list paired once (nothing follows it): all but where each id was last named, which is
+    not kept (None: a search reads the whole list)."""
+    got = answers(view, messages)
+    if got[0] == "ambiguous":
+        return got
+    assert set(got[4].values()) <= {None}
+    return got[:4]
+
+
+def without_mentions(expected: Any) -> Any:
+    return expected if expected[0] == "ambiguous" else expected[:4]
+
+
 IDS = st.sampled_from(["a", "b", "c"])
 
 
@@ -127,16 +141,18 @@ DIALOGUES = st.lists(messages(), max_size=12)
 @settings(max_examples=400, deadline=None)
 @given(DIALOGUES)
 def test_a_list_paired_at_once_answers_as_the_rules_do(dialogue: list[Message]) -> None:
-    assert answers(view, dialogue) == reference(dialogue)
+    expected = reference(dialogue)
+    assert paired_once(dialogue) == without_mentions(expected)
+    tracked = Pairing().feed_all(dialogue).snapshot()
+    assert answers(view, PairedMessages(dialogue, tracked)) == expected
     try:
-        expected: Any = reference_sites(dialogue)
+        sites: Any = reference_sites(dialogue)
     except DuplicateCallId as exc:
-        expected = str(exc)
+        sites = str(exc)
     try:
-        got: Any = Trajectory(messages=dialogue).call_sites()
+        assert Trajectory(messages=dialogue).call_sites() == sites
     except DuplicateCallId as exc:
-        got = str(exc)
-    assert got == expected
+        assert str(exc) == sites
 
 
 @settings(max_examples=400, deadline=None)
@@ -160,7 +176,7 @@ def test_a_list_that_carries_its_pairing_is_not_paired_again(monkeypatch: pytest
         Message(role="tool", tool_call_id="a", content="{}"),
     ]
     carrying = PairedMessages(dialogue, Pairing().feed_all(dialogue).snapshot())
-    monkeypatch.setattr(Pairing, "feed", lambda self, message: pytest.fail("paired again"))
+    monkeypatch.setattr(Pairing, "feed_all", lambda self, messages: pytest.fail("paired again"))
     assert [site.result is not None for site in Trajectory.model_construct(messages=carrying).call_sites()] == [True]
 
 
@@ -191,7 +207,7 @@ def test_any_edit_of_a_list_drops_the_pairing_it_carries(edit: str) -> None:
     carrying = PairedMessages(dialogue, Pairing().feed_all(dialogue).snapshot())
     EDITS[edit](carrying)
     assert carried(carrying) is None
-    assert answers(view, carrying) == reference(list(carrying))
+    assert paired_once(carrying) == without_mentions(reference(list(carrying)))
 
 
 def test_a_pairing_of_another_length_is_not_read() -> None:

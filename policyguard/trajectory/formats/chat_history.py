@@ -50,7 +50,7 @@ class ChatHistory:
         self._messages: list[Message] = []
         self._ids = CallIds()
         self._unreadable: dict[str, tuple[int, str]] = {}  # call id -> (message index, reason)
-        self._pairing = Pairing()  # the converted messages' calls and results, paired as each was converted
+        self._pairing = Pairing()  # the converted messages' calls and results: fed what each convert added
 
     def convert(self, messages: Sequence[Any], *, keep: int | None = None) -> Trajectory:
         """``messages`` as a :class:`Trajectory`, reusing the unchanged prefix (``keep``: what
@@ -63,6 +63,7 @@ class ChatHistory:
             self._truncate(keep)
         for index in range(keep, len(messages)):
             self._append(messages[index], index)
+        self._pairing.feed_all(self._messages[self._pairing.count :])  # the new messages, in one pass
         return Trajectory.model_construct(messages=PairedMessages(self._messages, self._pairing.snapshot()))
 
     def call_index(self, call_id: str) -> int | None:
@@ -107,7 +108,7 @@ class ChatHistory:
         self._unreadable = {k: v for k, v in self._unreadable.items() if v[0] < keep}
         for index, message in enumerate(self._messages):
             check_message(message, index, self._ids)
-        self._pairing = Pairing().feed_all(self._messages)
+        self._pairing = Pairing()  # the kept messages are paired again by the next convert
 
     def _append(self, item: Any, index: int) -> None:
         snapshot = plain(item)
@@ -126,7 +127,6 @@ class ChatHistory:
         if _has_typed_values(snapshot):
             self._strict[index] = _typed_json(snapshot)
         self._messages.append(message)
-        self._pairing.feed(message)
 
 
 def _has_typed_values(item: Any) -> bool:
