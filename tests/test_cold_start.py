@@ -124,6 +124,7 @@ def test_the_claude_code_hook_on_a_read_and_a_write_loads_no_model_library_and_n
         f"for event in {[write, read]!r}:\n"
         "    sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(event).encode()))\n"
         f"    assert main({argv!r}) == 0\n"
+        "import gc\nassert gc.isenabled()  # paused while the guard loads, on again after\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env}

@@ -4,15 +4,26 @@ Exit codes are Claude Code's, not the rest of the CLI's: 0 with the answer on
 stdout (a deny is an answer), 2 with one line on stderr for anything that went
 wrong (Claude Code blocks the call and shows the line). Never 1: Claude Code
 treats 1 as a non-blocking error and runs the call.
+
+The in-process hook is a one-shot process that loads the guard (some fifty
+thousand long-lived objects the collector tracks: modules, classes, validators)
+to decide one call. The cyclic garbage collector is paused while it loads, since
+nearly all it allocates then is kept, and what was loaded is frozen
+(:func:`gc.freeze`) before deciding, so neither the decision's collections nor
+the interpreter's last one at exit walk it again (on the refund desk, 245 -> 203
+ms p50 over 15 runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -131,12 +142,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _answer(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
-    from policyguard.integrations.claude_code import ClaudeCodeHook, HookEvent, HookInputError, McpNames
+    with _loading():
+        from policyguard.integrations.claude_code import ClaudeCodeHook, HookEvent, HookInputError, McpNames
 
-    if len(data) > MAX_EVENT_BYTES:
-        raise HookInputError(f"the hook event is larger than {MAX_EVENT_BYTES} bytes")
-    event = HookEvent.read(data)
-    guard = _guard(args, event.cwd)
+        if len(data) > MAX_EVENT_BYTES:
+            raise HookInputError(f"the hook event is larger than {MAX_EVENT_BYTES} bytes")
+        event = HookEvent.read(data)
+        guard = _guard(args, event.cwd)
     return ClaudeCodeHook(guard, allow=args.allow, names=McpNames.parse(args.mcp_name)).answer(event)
 
 
@@ -151,6 +163,22 @@ def _guard(args: argparse.Namespace, cwd: str | None) -> Any:
         verifier_mode="checklist", use_gate=True, trace_path=None, unknown_tools=args.unknown_tools,
         sessions=store, session_wait_s=max(1.0, args.timeout - 5), session_result_wait_s=args.result_wait,
     )  # fmt: skip
+
+
+@contextmanager
+def _loading() -> Iterator[None]:
+    """The cyclic collector paused while the guard loads; what was loaded frozen out of its sight after.
+
+    Left alone when the collector is already off (the caller manages it)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def default_store(cwd: str | None) -> str:
