@@ -58,7 +58,7 @@ class LedgerUnavailable(PolicyGuardError):
 class EffectRecord(BaseModel):
     """One side effect, keyed by its idempotency key."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     idempotency_key: str
     tool: str
@@ -80,7 +80,7 @@ class EffectClaim(BaseModel):
     captured amount is known.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     created: bool
     record: EffectRecord | None
@@ -158,7 +158,7 @@ class Store(NonceStore, Ledger, SessionStore, Protocol):
 class EffectRequest(BaseModel):
     """The arguments of :meth:`Ledger.begin_effect`, as one value for :meth:`SpendAndClaim.spend_and_claim`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     idempotency_key: str
     tool: str
@@ -179,7 +179,7 @@ class Spent(BaseModel):
     was asked for).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     outcome: Literal["spent", "replayed", "denied"]
     claim: EffectClaim | None = None
