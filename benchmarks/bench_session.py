@@ -23,8 +23,9 @@ proxy session (a new guard session) on one shared guard.
 
 With ``--one-shot`` the refund is also checked with ``Guard.check(call, messages)``
 and no session: once with the list the guard checked the previous call with,
-grown by the loop (the guard converts only the messages it has not seen), once
-with a new list object every call (everything is converted).
+grown by the loop, once with a new list every call built around the same
+message objects (``messages + [reply]``). The guard keys what it converted by
+the first two message objects, so both convert only the messages it has not seen.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ __all__ += ["remediation_message"]
 
 _log = logging.getLogger("policyguard")
 
-HISTORY_ENTRIES = 32  # message lists (sessions, or list objects) whose conversion a guard keeps
+HISTORY_ENTRIES = 32  # message lists (by session, or by their first messages) whose conversion a guard keeps
 HISTORY_MESSAGES = 20_000  # their messages in total; a list of over a quarter of that is converted, not kept
 
 
@@ -469,9 +469,10 @@ class Guard:
         self, value: Trajectory | Sequence[Any], format: Format, session: Session | str | None
     ) -> Trajectory:
         """``value`` as a trajectory. A Chat message list is converted through the guard's
-        :class:`~policyguard.trajectory.formats.history_cache.HistoryCache`, keyed by the session or else by the
-        list object: what the list shares with the last one of that key is not converted again (the answer is
-        the same; a key only picks which list to compare with)."""
+        :class:`~policyguard.trajectory.formats.history_cache.HistoryCache`, keyed by the session or else by its
+        first two message objects (the same for a list a loop appends to and for a new list it builds around the
+        same messages, as ``messages + [reply]`` does): what the list shares with the last one of that key is not
+        converted again (the answer is the same; a key only picks which list to compare with)."""
         if (
             isinstance(value, list)
             and value
@@ -479,7 +480,7 @@ class Guard:
             and not any(issubclass(kind, Message) for kind in set(map(type, value)))  # one pass in C
         ):
             if session is None:
-                key = f"list:{id(value)}"
+                key = "list:" + ":".join(str(id(item)) for item in value[:2])
             else:
                 key = f"session:{session if isinstance(session, str) else getattr(session, 'id', '')}"
             return self._histories.convert(key, value, format, weight=len(value))

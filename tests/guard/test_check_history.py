@@ -1,8 +1,9 @@
 """A message list checked again is read as it is now: the guard converts only what changed, never a stale copy.
 
 ``Guard.check`` keeps the conversion of the lists it was handed (keyed by the
-session, or else by the list object) and converts again from the first message
-that differs, so a loop that appends to one list pays per new message; a list
+session, or else by the list's first two message objects) and converts again
+from the first message that differs, so a loop that appends to one list, or
+builds a new one around the same messages, pays per new message; a list
 edited in place, shortened or replaced is judged exactly as a fresh list would
 be. (``tests/formats/test_history_cache.py`` proves the conversion equal to a
 whole one on generated histories.)
@@ -80,3 +81,38 @@ def test_a_loop_appending_to_one_list_keeps_one_conversion_and_a_session_keys_it
     ask(messages, bags("w9", 3))
     checker.check(bags("w9", 3), messages, session="s1")
     assert len(checker._histories) == 2
+
+
+def test_a_new_list_built_around_the_same_messages_converts_only_the_new_ones(monkeypatch: Any) -> None:
+    from policyguard.trajectory.formats.chat_history import ChatHistory
+
+    converted: list[int] = []
+    real = ChatHistory._append
+
+    def counting(self: ChatHistory, item: Any, index: int) -> None:
+        converted.append(index)
+        real(self, item, index)
+
+    monkeypatch.setattr(ChatHistory, "_append", counting)
+    checker, messages = guard(), [{"role": "user", "content": "Add a bag."}, *read("r1", 2)]
+    kept = []  # every list stays alive: a new list never takes the address (the id) of the one before
+    for turn in range(3):
+        messages = [*messages, {"role": "assistant", "content": None, "tool_calls": [bags(f"w{turn}", 3)]}]
+        kept.append(messages)
+        converted.clear()
+        decision = checker.check(bags(f"w{turn}", 3), messages)
+        assert converted == ([0, 1, 2, 3] if turn == 0 else [len(messages) - 2, len(messages) - 1])
+        fresh = guard().check(bags(f"w{turn}", 3), copy.deepcopy(messages))
+        assert decision.model_dump(include={"outcome", "requirements"}) == fresh.model_dump(
+            include={"outcome", "requirements"}
+        )
+        messages = messages + [{"role": "tool", "tool_call_id": f"w{turn}", "content": "Error: not run"}]
+    messages[1]["tool_calls"][0]["id"] = "r9"  # an earlier message edited in place: read again from there
+    messages = [*messages, {"role": "assistant", "content": None, "tool_calls": [bags("w8", 3)]}]
+    converted.clear()
+    decision = checker.check(bags("w8", 3), messages)
+    assert converted[0] == 1
+    fresh = guard().check(bags("w8", 3), copy.deepcopy(messages))
+    assert decision.model_dump(include={"outcome", "requirements"}) == fresh.model_dump(
+        include={"outcome", "requirements"}
+    )
