@@ -449,7 +449,7 @@ def paired(messages: list[Message]) -> Paired:
 def carried(messages: Any) -> Paired | None:
     """The pairing ``messages`` carries (an unedited :class:`PairedMessages`), or None: never pairs."""
     if isinstance(messages, PairedMessages):
-        pairing = messages.pairing
+        pairing = getattr(messages, "pairing", None)  # unset on a list made without __init__ (unpickling)
         if pairing is not None and pairing.count == len(messages):
             return pairing
     return None

@@ -261,3 +261,18 @@ def test_a_chat_history_hands_out_the_pairing_of_exactly_what_it_converted(steps
             continue
         assert carried(trajectory.messages) is not None
         assert answers(view, trajectory.messages) == reference(list(trajectory.messages))
+
+
+def test_a_copied_or_unpickled_list_is_paired_as_its_messages_say() -> None:
+    import pickle
+
+    dialogue = [
+        Message(role="assistant", tool_calls=[ToolCall(id="a", name="get")]),
+        Message(role="tool", tool_call_id="a", content="{}"),
+    ]
+    carrying = PairedMessages(dialogue, Pairing().feed_all(dialogue).snapshot())
+    for other in (copy.copy(carrying), copy.deepcopy(carrying), pickle.loads(pickle.dumps(carrying))):
+        if carried(other) is None:  # dropped as the copy was filled
+            assert paired_once(other) == without_mentions(reference(list(other)))
+        else:  # kept, for the very messages it was taken of
+            assert answers(view, other) == reference(list(other))
