@@ -140,10 +140,8 @@ class Trajectory(BaseModel):
         whose call is already answered. Pairing by position is never tried.
         A tool message that answers no earlier call is ignored (not trusted).
 
-        A list converted message by message
-        (:class:`PairedMessages`) brings its pairing
-        along; any other list is paired here
-        (:class:`Pairing`).
+        A list converted message by message (:class:`PairedMessages`) brings its
+        pairing along; any other list is paired here (:class:`Pairing`).
         """
         return paired(self.messages).call_sites()
 
@@ -340,8 +338,7 @@ class Pairing:
                         if mentioned is not None:  # in call order; results mostly come in it: appended
                             _insert(self._results, at, result)
                             if not result.is_error:
-                                _insert(successes.get(call.name) or successes.setdefault(call.name, ([], [])), at,
-                                        result)  # fmt: skip
+                                _insert(successes.setdefault(call.name, ([], [])), at, result)
                     elif answers in answered:
                         self.problem = DuplicateCallId(answers, "has two results")
                     # else: answers no call, so it is not trusted: ignored
