@@ -253,17 +253,30 @@ class ToolResultsView:
 # message count differs from the list's length is never read: such a list is paired afresh.
 
 
-@dataclass(frozen=True, slots=True)
 class Paired:
-    """A pairing as it stood after ``count`` messages; feeding more messages does not change it."""
+    """A pairing as it stood after ``count`` messages; feeding more messages does not change it.
 
-    count: int
-    problem: DuplicateCallId | None
-    sites: list[CallSite]
-    results: list[ToolResult]  # the answered calls' results, in call order
-    successes: dict[str, list[ToolResult]]  # the non-error results by tool, in call order
-    open: dict[str, int]  # call id -> the index in ``sites`` of its unanswered call
-    mentioned: dict[str, int] | None  # call id -> the newest message naming it (a call in any role, a result)
+    ``results``: the answered calls' results, in call order; ``successes``: the
+    non-error ones by tool, in call order; ``open``: call id -> the index in
+    ``sites`` of its unanswered call; ``mentioned``: call id -> the newest
+    message naming it (a call in any role, or a result), None when not kept.
+    (A plain class: a dataclass costs a cold start about 0.6 ms to build.)
+    """
+
+    __slots__ = ("count", "problem", "sites", "results", "successes", "open", "mentioned")
+
+    def __init__(
+        self,
+        count: int,
+        problem: DuplicateCallId | None,
+        sites: list[CallSite],
+        results: list[ToolResult],
+        successes: dict[str, list[ToolResult]],
+        open: dict[str, int],
+        mentioned: dict[str, int] | None,
+    ) -> None:
+        self.count, self.problem, self.sites, self.results = count, problem, sites, results
+        self.successes, self.open, self.mentioned = successes, open, mentioned
 
     def call_sites(self) -> list[CallSite]:
         """The sites (a new list), or raise the first ambiguity met."""
