@@ -10,6 +10,7 @@ below (``extra="forbid"``, strict types).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -206,10 +207,17 @@ def parse_json(raw: bytes) -> Any:
         raise BadRequest(400, f"the body is not strict JSON: {' '.join(str(exc).split())}") from None
     if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - parse_constant refuses these
         raise BadRequest(400, "the body is not a finite number")
-    problem = value_problem(value, max_depth=MAX_BODY_DEPTH, max_nodes=None) or surrogate_problem(value)
+    problem = value_problem(value, max_depth=MAX_BODY_DEPTH, max_nodes=None)
+    if problem is None and _MAY_ESCAPE_SURROGATE.search(text) is not None:
+        problem = surrogate_problem(value)
     if problem is not None:
         raise BadRequest(400, f"the body breaks a limit: {problem}")
     return value
+
+
+# UTF-8 text decodes to no surrogate; JSON gives one only through an escape \uD800-\uDFFF. A body without such an
+# escape (or with a backslash before "u" that is not one: that only costs the walk) holds none.
+_MAY_ESCAPE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def surrogate_problem(value: Any) -> str | None:

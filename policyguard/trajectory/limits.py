@@ -51,35 +51,52 @@ def loads_json(text: str, *, max_chars: int = MAX_RESULT_CHARS, max_depth: int =
 
 
 def value_problem(value: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int | None = MAX_NODES) -> str | None:
-    """Why ``value`` (plain JSON data) breaks a limit, or None. Iterative: deep input cannot crash it."""
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    """Why ``value`` (plain JSON data) breaks a limit, or None. Iterative: deep input cannot crash it.
+
+    Each value's place is kept as a link to its parent's (``(parent, key, is_index)``), and written out as a
+    path (``a.b[0]``) only for the value named in the answer: most values pass.
+    """
+    stack: list[tuple[Any, int, Any]] = [(value, 0, None)]
     nodes = 0
     while stack:
-        item, path, depth = stack.pop()
+        item, depth, where = stack.pop()
         nodes += 1
         if max_nodes is not None and nodes > max_nodes:
             return f"more than {max_nodes:,} values"
         if depth > max_depth:
-            return f"nested deeper than {max_depth} levels at {_short(path) or 'the top'}"
-        if isinstance(item, bool) or item is None or isinstance(item, str):
+            return f"nested deeper than {max_depth} levels at {_short(_path(where)) or 'the top'}"
+        kind = type(item)
+        if kind is str or item is None or isinstance(item, (bool, str)):
             continue
         if isinstance(item, int):
             if not INT_MIN <= item <= INT_MAX:
-                return f"{path or 'the value'} is an integer outside the 64-bit range"
+                return f"{_path(where) or 'the value'} is an integer outside the 64-bit range"
         elif isinstance(item, float):
             if not math.isfinite(item):
-                return f"{path or 'the value'} is {item!r}, not a finite number"
+                return f"{_path(where) or 'the value'} is {item!r}, not a finite number"
         elif isinstance(item, dict):
             for key, child in item.items():
                 if not isinstance(key, str):
-                    return f"{path or 'the value'} has a non-string key {key!r}"
-                stack.append((child, f"{path}.{key}" if path else key, depth + 1))
+                    return f"{_path(where) or 'the value'} has a non-string key {key!r}"
+                stack.append((child, depth + 1, (where, key, False)))
         elif isinstance(item, list | tuple):
             for index, child in enumerate(item):
-                stack.append((child, f"{path}[{index}]", depth + 1))
+                stack.append((child, depth + 1, (where, index, True)))
         else:
-            return f"{path or 'the value'} is a {type(item).__name__}, not JSON data"
+            return f"{_path(where) or 'the value'} is a {type(item).__name__}, not JSON data"
     return None
+
+
+def _path(where: Any) -> str:
+    """The path of a place :func:`value_problem` linked to its parent: ``""`` for the top, ``a.b[0]`` below."""
+    steps: list[tuple[Any, bool]] = []
+    while where is not None:
+        where, key, is_index = where
+        steps.append((key, is_index))
+    path = ""
+    for key, is_index in reversed(steps):
+        path = f"{path}[{key}]" if is_index else (f"{path}.{key}" if path else key)
+    return path
 
 
 def _short(path: str) -> str:
