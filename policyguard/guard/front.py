@@ -18,7 +18,7 @@ from policyguard.decision import Decision, RequirementResult
 from policyguard.gate.effects import effect_problem
 from policyguard.stages import PAIRED_VIEW, CheckContext
 from policyguard.trajectory.limits import call_problem
-from policyguard.trajectory.messages import DuplicateCallId, ToolCall, ToolResultsView, Trajectory
+from policyguard.trajectory.messages import DuplicateCallId, ToolCall, ToolResultsView, Trajectory, last_mention
 from policyguard.trajectory.toolnames import unknown_tool_message
 
 from .calls import context_ids, plain_name
@@ -56,7 +56,7 @@ class FrontRefusals:
                 error=problem,
                 **ids,
             )
-        duplicate, view = _pair_once(trajectory, context)
+        duplicate = _pair_once(trajectory, context)
         if duplicate is not None:
             return Decision.block(
                 "bad_call",
@@ -65,7 +65,7 @@ class FrontRefusals:
                 error=str(duplicate),
                 **ids,
             )
-        reuse = _id_reuse(call, trajectory, view) if self.check_id_reuse else None
+        reuse = _id_reuse(call, trajectory) if self.check_id_reuse else None
         if reuse is not None:
             return Decision.block(
                 "bad_call",
@@ -83,20 +83,20 @@ class FrontRefusals:
         return None
 
 
-def _pair_once(trajectory: Trajectory, context: CheckContext) -> tuple[DuplicateCallId | None, ToolResultsView | None]:
-    """The dialogue's duplicate-id problem (or None) and its pairing. A dialogue paired here (not a session record,
-    which is paired as it grows) is kept in ``context.extra[PAIRED_VIEW]`` with its trajectory, for the gate."""
+def _pair_once(trajectory: Trajectory, context: CheckContext) -> DuplicateCallId | None:
+    """The dialogue's duplicate-id problem, or None. A dialogue paired here (not a session record, which is
+    paired as it grows) is kept in ``context.extra[PAIRED_VIEW]`` with its trajectory, for the gate."""
     if getattr(trajectory, "paired", False):
-        return trajectory.duplicate_call_id(), None
+        return trajectory.duplicate_call_id()
     try:
         view = ToolResultsView(trajectory)
     except DuplicateCallId as exc:
-        return exc, None
+        return exc
     context.extra[PAIRED_VIEW] = (trajectory, view)
-    return None, view
+    return None
 
 
-def _id_reuse(call: ToolCall, trajectory: Trajectory, view: ToolResultsView | None = None) -> str | None:
+def _id_reuse(call: ToolCall, trajectory: Trajectory) -> str | None:
     """Why the pending call's id cannot be trusted to name this call, or None.
 
     The trajectory may already carry the pending call, unanswered, as the newest
@@ -105,13 +105,12 @@ def _id_reuse(call: ToolCall, trajectory: Trajectory, view: ToolResultsView | No
     call that is still unanswered, and the pending call may not be answered already.
     A tool message with the id counts as an answer even when no call before it has the id.
 
-    Read from the newest message back: to the newest message naming the id, when the pairing ``view`` knows it.
+    Read from the newest message back: from the newest message naming the id, when the list carries its pairing.
     """
     messages = trajectory.messages
-    start = view.last_mention(call.id) if view is not None else None
     newest: ToolCall | None = None
     answered = False  # a result with the id after the newest call with it
-    for index in range(len(messages) - 1 if start is None else start, -1, -1):
+    for index in range(last_mention(messages, call.id), -1, -1):
         message = messages[index]
         calls = [other for other in message.tool_calls if other.id == call.id]
         if calls:

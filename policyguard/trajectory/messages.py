@@ -200,13 +200,12 @@ class ToolResultsView:
 
     def __init__(self, trajectory: HasToolResults) -> None:
         self._open: dict[str, int] | None = None
-        self._mentioned: dict[str, int] | None = None
         if isinstance(trajectory, Trajectory):  # paired message by message: once, or as it was converted
             pairing = paired(trajectory.messages)
             self._sites = pairing.call_sites()
             self._results = pairing.results
             self._successes: dict[str, list[ToolResult]] | None = pairing.successes
-            self._open, self._mentioned = pairing.open, pairing.mentioned
+            self._open = pairing.open
         else:
             self._sites = list(trajectory.call_sites())
             self._results = [site.result for site in self._sites if site.result is not None]
@@ -239,10 +238,6 @@ class ToolResultsView:
             self._open = {site.call.id: at for at, site in enumerate(self._sites) if site.result is None}
         at = self._open.get(call_id)
         return None if at is None else self._sites[at]
-
-    def last_mention(self, call_id: str) -> int | None:
-        """The newest message naming ``call_id`` (a call or a result; -1: none), or None when not known."""
-        return None if self._mentioned is None else self._mentioned.get(call_id, -1)
 
 
 # -- pairing ------------------------------------------------------------------
@@ -284,11 +279,6 @@ class Paired:
             raise DuplicateCallId(self.problem.call_id, self.problem.what)
         return list(self.sites)
 
-    def unanswered(self, call_id: str) -> CallSite | None:
-        """The call with this id that no result answers yet (at most one: two would be ambiguous)."""
-        at = self.open.get(call_id)
-        return None if at is None else self.sites[at]
-
 
 class Pairing:
     """Calls and results of one message list, paired as messages are fed (not thread-safe).
@@ -310,12 +300,9 @@ class Pairing:
         self._successes: dict[str, tuple[list[int], list[ToolResult]]] = {}
         self._mentioned: dict[str, int] = {}
 
-    def feed(self, message: Message) -> None:
-        """Pair the next message (the first ambiguity is kept in :attr:`problem`; later messages are only counted)."""
-        self.feed_all((message,))
-
     def feed_all(self, messages: Iterable[Message]) -> Pairing:
-        """Pair the next messages, in order (one loop: this is every one-shot check's pairing)."""
+        """Pair the next messages, in order (one loop: this is every one-shot check's pairing). The first
+        ambiguity is kept in :attr:`problem`; messages after it are only counted."""
         sites, open_calls, answered, successes = self._sites, self._open, self._answered, self._successes
         mentioned = self._mentioned if self.tracked else None
         index = self.count

@@ -99,7 +99,7 @@ def answers(view_of: Any, messages: list[Message]) -> Any:
         message.tool_call_id for message in messages if message.tool_call_id is not None
     }
     unanswered = {i: [site] if (site := view.unanswered(i)) is not None else [] for i in sorted(ids)}
-    mentioned = {i: view.last_mention(i) for i in sorted(ids)}
+    mentioned = {i: last_mention(messages, i) for i in sorted(ids)}
     return view.call_sites(), list(view.tool_results()), view.successes_by_tool(), unanswered, mentioned
 
 
@@ -109,11 +109,11 @@ def view(messages: list[Message]) -> ToolResultsView:
 
 def paired_once(messages: list[Message]) -> Any:
     """The answers for a list paired once (nothing follows it): all but where each id was last named, which is
-    not kept (None: a search reads the whole list)."""
+    not kept (a search starts at the last message)."""
     got = answers(view, messages)
     if got[0] == "ambiguous":
         return got
-    assert set(got[4].values()) <= {None}
+    assert set(got[4].values()) <= {len(messages) - 1}
     return got[:4]
 
 
@@ -161,7 +161,7 @@ def test_a_pairing_fed_message_by_message_answers_at_every_length_as_the_rules_d
     pairing = Pairing()
     taken = []
     for length, message in enumerate(dialogue, start=1):
-        pairing.feed(message)
+        pairing.feed_all([message])
         snapshot = pairing.snapshot()
         taken.append((length, snapshot, copy.deepcopy(answers(view, PairedMessages(dialogue[:length], snapshot)))))
     for length, snapshot, seen in taken:  # later feeds left every earlier snapshot as it was
