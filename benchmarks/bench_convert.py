@@ -68,31 +68,38 @@ def record(n: int) -> str:
     return json.dumps(data)
 
 
-def chat(length: int) -> list[dict[str, Any]]:
-    """``length`` Chat messages: a system prompt, then user / call / result / answer rounds."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+def _rounds(length: int, first: list[Any], round_of: Callable[[int], list[Any]]) -> list[Any]:
+    """``first``, then ``round_of(0)``, ``round_of(1)``... cut to ``length`` items."""
+    out = list(first)
     n = 0
     while len(out) < length:
+        out += round_of(n)
+        n += 1
+    return out[:length]
+
+
+def _arguments(n: int) -> str:
+    return json.dumps({"reservation_id": f"R{n:05d}", "user_id": "daiki_muller_1116"})
+
+
+def chat(length: int) -> list[dict[str, Any]]:
+    """``length`` Chat messages: a system prompt, then user / call / result / answer rounds."""
+
+    def round_of(n: int) -> list[dict[str, Any]]:
         call_id = f"call_{n:06d}"
-        arguments = json.dumps({"reservation_id": f"R{n:05d}", "user_id": "daiki_muller_1116"})
-        out += [
+        function = {"name": "get_reservation_details", "arguments": _arguments(n)}
+        return [
             {"role": "user", "content": f"Please look at my reservation R{n:05d}."},
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "get_reservation_details", "arguments": arguments},
-                    }
-                ],
+                "tool_calls": [{"id": call_id, "type": "function", "function": function}],
             },
             {"role": "tool", "tool_call_id": call_id, "content": record(n)},
             {"role": "assistant", "content": f"Reservation R{n:05d} is a round trip from LAS to ATL."},
         ]
-        n += 1
-    return out[:length]
+
+    return _rounds(length, [{"role": "system", "content": SYSTEM}], round_of)
 
 
 def chat_sdk(length: int) -> list[Any]:
@@ -106,46 +113,43 @@ def chat_sdk(length: int) -> list[Any]:
 
 def anthropic(length: int) -> list[dict[str, Any]]:
     """``length`` Anthropic messages (the system prompt is a separate argument)."""
-    out: list[dict[str, Any]] = []
-    n = 0
-    while len(out) < length:
+
+    def round_of(n: int) -> list[dict[str, Any]]:
         call_id = f"toolu_{n:06d}"
-        out += [
+        use = {
+            "type": "tool_use",
+            "id": call_id,
+            "name": "get_reservation_details",
+            "input": {"reservation_id": f"R{n:05d}", "user_id": "daiki_muller_1116"},
+        }
+        return [
             {"role": "user", "content": f"Please look at my reservation R{n:05d}."},
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "text", "text": "Let me look that up."},
-                    {
-                        "type": "tool_use",
-                        "id": call_id,
-                        "name": "get_reservation_details",
-                        "input": {"reservation_id": f"R{n:05d}", "user_id": "daiki_muller_1116"},
-                    },
-                ],
-            },
+            {"role": "assistant", "content": [{"type": "text", "text": "Let me look that up."}, use]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": record(n)}]},
             {"role": "assistant", "content": [{"type": "text", "text": f"Reservation R{n:05d} is a round trip."}]},
         ]
-        n += 1
-    return out[:length]
+
+    return _rounds(length, [], round_of)
 
 
 def responses(length: int) -> list[dict[str, Any]]:
     """``length`` Responses items: messages, ``function_call`` and ``function_call_output`` items."""
-    out: list[dict[str, Any]] = [{"role": "developer", "content": SYSTEM}]
-    n = 0
-    while len(out) < length:
+
+    def round_of(n: int) -> list[dict[str, Any]]:
         call_id = f"call_{n:06d}"
-        arguments = json.dumps({"reservation_id": f"R{n:05d}", "user_id": "daiki_muller_1116"})
-        out += [
+        return [
             {"role": "user", "content": [{"type": "input_text", "text": f"Please look at reservation R{n:05d}."}]},
-            {"type": "function_call", "call_id": call_id, "name": "get_reservation_details", "arguments": arguments},
+            {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": "get_reservation_details",
+                "arguments": _arguments(n),
+            },
             {"type": "function_call_output", "call_id": call_id, "output": record(n)},
             {"role": "assistant", "content": [{"type": "output_text", "text": f"Reservation R{n:05d} is fine."}]},
         ]
-        n += 1
-    return out[:length]
+
+    return _rounds(length, [{"role": "developer", "content": SYSTEM}], round_of)
 
 
 def cases(lengths: list[int]) -> dict[str, tuple[Any, dict[str, Any]]]:
