@@ -9,7 +9,6 @@ and queues nothing: the call is blocked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from policyguard.decision import Decision
@@ -26,14 +25,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.approvals.queue import ApprovalRequest
 
 
-@dataclass(frozen=True)
 class PersonApprover:
     """The guard's :class:`~policyguard.stages.Approver`, over its approval queue."""
 
-    settings: GuardSettings
-    recorder: Recorder
-    denials: DenyWins
-    granter: CallGranter
+    __slots__ = ("settings", "recorder", "denials", "granter")
+
+    def __init__(self, settings: GuardSettings, recorder: Recorder, denials: DenyWins, granter: CallGranter) -> None:
+        self.settings = settings
+        self.recorder = recorder
+        self.denials = denials
+        self.granter = granter
 
     def ask(
         self,

@@ -10,7 +10,6 @@ later turn's ``call_0`` that is another call, are judged on their own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from policyguard.decision import Decision
@@ -28,11 +27,13 @@ def identity(call: ToolCall, session_id: str | None, place: str, args_sha256: st
     return CallIdentity(session_id, call.id, call.name, sha or UNHASHABLE_ARGS, place)
 
 
-@dataclass(frozen=True)
 class DenyWins:
     """Checks an allow against the deny store, and records denies in it; without a store, does nothing."""
 
-    settings: GuardSettings
+    __slots__ = ("settings",)
+
+    def __init__(self, settings: GuardSettings) -> None:
+        self.settings = settings
 
     def check(self, call: ToolCall, decision: Decision, session_id: str | None, place: str = "") -> Decision:
         """``decision``, or a block when this call was denied before: a re-check never turns it into an allow.

@@ -12,8 +12,6 @@ whose amount is not a positive finite number within the tool's ``ceiling``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from policyguard.decision import Decision, RequirementResult
 from policyguard.gate.effects import effect_problem
 from policyguard.stages import PAIRED_VIEW, CheckContext
@@ -25,7 +23,6 @@ from .calls import context_ids, plain_name
 from .settings import GuardSettings
 
 
-@dataclass(frozen=True)
 class FrontRefusals:
     """The front checks of one guard, a :class:`~policyguard.stages.FrontCheck`.
 
@@ -33,8 +30,11 @@ class FrontRefusals:
     checks the call id on its own record instead of the dialogue's.
     """
 
-    settings: GuardSettings
-    check_id_reuse: bool = True
+    __slots__ = ("settings", "check_id_reuse")
+
+    def __init__(self, settings: GuardSettings, check_id_reuse: bool = True) -> None:
+        self.settings = settings
+        self.check_id_reuse = check_id_reuse
 
     def refuse(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision | None:
         ids = context_ids(call, context)

@@ -10,7 +10,6 @@ dialogue lacks, the guard makes those reads and judges again (:mod:`.fetching`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from policyguard.decision import Decision, RequirementResult
@@ -22,11 +21,13 @@ from .calls import context_ids
 from .settings import GuardSettings
 
 
-@dataclass(frozen=True)
 class GateStage:
     """The guard's gate as a :class:`~policyguard.stages.Gate` that never raises."""
 
-    settings: GuardSettings
+    __slots__ = ("settings",)
+
+    def __init__(self, settings: GuardSettings) -> None:
+        self.settings = settings
 
     def check(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         ids = context_ids(call, context)

@@ -7,7 +7,6 @@ decisions carry none.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from policyguard.decision import Decision
@@ -20,11 +19,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.approvals.queue import ApprovalRequest
 
 
-@dataclass(frozen=True)
 class CallGranter:
     """The guard's :class:`~policyguard.stages.Granter`, issuing through its ``grants``."""
 
-    settings: GuardSettings
+    __slots__ = ("settings",)
+
+    def __init__(self, settings: GuardSettings) -> None:
+        self.settings = settings
 
     def grant(
         self, call: ToolCall, decision: Decision, *, args_sha256: str, session_id: str | None, place: str = ""

@@ -9,7 +9,6 @@ guard's current ``trace``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from policyguard.audit.counters import Counters
@@ -23,13 +22,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from policyguard.enforcement.grants import GrantIssuer
 
 
-@dataclass(frozen=True)
 class Recorder:
     """Writes the guard's trace events and keeps its counters."""
 
-    settings: GuardSettings
-    denials: DenyWins
-    counters: Counters = field(default_factory=Counters)
+    __slots__ = ("settings", "denials", "counters")
+
+    def __init__(self, settings: GuardSettings, denials: DenyWins, counters: Counters | None = None) -> None:
+        self.settings = settings
+        self.denials = denials
+        self.counters = Counters() if counters is None else counters
 
     def emit(self, event: str, **fields: Any) -> None:
         self.settings.trace.emit(event, **fields)

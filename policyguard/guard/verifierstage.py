@@ -7,7 +7,6 @@ and the async check alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from policyguard.decision import Decision
@@ -18,11 +17,13 @@ from .calls import context_ids
 from .settings import GuardSettings
 
 
-@dataclass(frozen=True)
 class VerifierStage:
     """The guard's verifier as a :class:`~policyguard.stages.Verifier` that never raises."""
 
-    settings: GuardSettings
+    __slots__ = ("settings",)
+
+    def __init__(self, settings: GuardSettings) -> None:
+        self.settings = settings
 
     def verify(self, call: ToolCall, trajectory: Trajectory, context: CheckContext) -> Decision:
         ids = context_ids(call, context)

@@ -20,7 +20,6 @@ nothing):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from policyguard.trajectory.messages import DuplicateCallId, Message, ToolCall
@@ -36,15 +35,23 @@ TAIL = 3  # host messages that must match to take up the history where the last 
 SiteRef = int | tuple[str, int]
 
 
-@dataclass
 class HostState:
     """Where the host's history stood at the last observe (this process only)."""
 
-    count: int = 0
-    tail: list[Message] = field(default_factory=list)  # the last messages ingested (up to TAIL), oldest first
-    open: dict[str, SiteRef] = field(default_factory=dict)  # unanswered host call id -> the record site it is
-    answered: set[str] = field(default_factory=set)  # host call ids answered (a second answer is ambiguous)
-    matched: set[int] = field(default_factory=set)  # record sites a host call stands for
+    __slots__ = ("count", "tail", "open", "answered", "matched")
+
+    def __init__(
+        self,
+        *,
+        open: dict[str, SiteRef] | None = None,
+        answered: set[str] | None = None,
+        matched: set[int] | None = None,
+    ) -> None:
+        self.count = 0
+        self.tail: list[Message] = []  # the last messages ingested (up to TAIL), oldest first
+        self.open: dict[str, SiteRef] = {} if open is None else open  # unanswered host call id -> its record site
+        self.answered: set[str] = set() if answered is None else answered  # host call ids answered (twice: ambiguous)
+        self.matched: set[int] = set() if matched is None else matched  # record sites a host call stands for
 
 
 class Batch:

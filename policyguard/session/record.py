@@ -46,7 +46,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from policyguard.trajectory.messages import CallSite, DuplicateCallId, ToolCall, ToolResult, Trajectory
@@ -58,15 +57,17 @@ from .store import SessionEvicted, SessionStore, check_session_id
 _WORD = re.compile(r"[\w.@-]+")
 
 
-@dataclass
 class _Site:
-    call: ToolCall
-    seq: int
-    judged: Judged
-    place: tuple[int, int]  # (message number, position in it): where the host issued it
-    result: ToolResult | None = None
-    unknown: str | None = None  # why the fate is unknown
-    direct: bool = False  # judged before the host's history showed it
+    __slots__ = ("call", "seq", "judged", "place", "result", "unknown", "direct")
+
+    def __init__(self, call: ToolCall, seq: int, judged: Judged, place: tuple[int, int], *, direct: bool) -> None:
+        self.call = call
+        self.seq = seq
+        self.judged = judged
+        self.place = place  # (message number, position in it): where the host issued it
+        self.result: ToolResult | None = None
+        self.unknown: str | None = None  # why the fate is unknown
+        self.direct = direct  # judged before the host's history showed it
 
     @property
     def key(self) -> tuple[int, int, int]:

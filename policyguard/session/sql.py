@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .events import NewEvent, SessionEvent, numbered
@@ -55,16 +54,20 @@ _READ = (
 )
 
 
-@dataclass(frozen=True)
 class Dialect:
     """What differs between the SQL stores: the placeholder and the per-session lock."""
 
-    param: str = "?"
-    lock: str | None = None  # takes the session's lock until the transaction ends (parameter: the id)
-    try_lock: str | None = None  # the same without waiting: one row, true when taken
-    # a DELETE says what it removed with RETURNING, not rowcount (in psycopg's pipeline mode the count is not
-    # known until the next result is read; SQLite has RETURNING only since 3.35, so it keeps the count)
-    returning: bool = False
+    __slots__ = ("param", "lock", "try_lock", "returning")
+
+    def __init__(
+        self, *, param: str = "?", lock: str | None = None, try_lock: str | None = None, returning: bool = False
+    ) -> None:
+        self.param = param
+        self.lock = lock  # takes the session's lock until the transaction ends (parameter: the id)
+        self.try_lock = try_lock  # the same without waiting: one row, true when taken
+        # a DELETE says what it removed with RETURNING, not rowcount (in psycopg's pipeline mode the count is not
+        # known until the next result is read; SQLite has RETURNING only since 3.35, so it keeps the count)
+        self.returning = returning
 
     def sql(self, text: str) -> str:
         """``text`` (written with ``?`` placeholders) in this driver's placeholder style."""
@@ -74,11 +77,13 @@ class Dialect:
 SQLITE = Dialect()
 
 
-@dataclass(frozen=True)
 class _State:
-    last_seq: int | None  # None: no live record
-    written_at: float | None
-    tombstoned: bool
+    __slots__ = ("last_seq", "written_at", "tombstoned")
+
+    def __init__(self, *, last_seq: int | None, written_at: float | None, tombstoned: bool) -> None:
+        self.last_seq = last_seq  # None: no live record
+        self.written_at = written_at
+        self.tombstoned = tombstoned
 
 
 def _evicted(session_id: str) -> SessionEvicted:

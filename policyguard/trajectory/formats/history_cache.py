@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Trajectory
@@ -43,14 +42,16 @@ DEFAULT_ENTRIES = 256
 DEFAULT_WEIGHT = 64 * 1024 * 1024
 
 
-@dataclass
 class _Entry:
-    format: str  # what the lists were converted as: "auto" or "openai_chat"
-    history: ChatHistory = field(default_factory=lambda: ChatHistory(lenient_arguments=False))
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    weight: int = 0
-    fits: list[frozenset[str]] = field(default_factory=list)  # under "auto": the formats messages[: i + 1] fit
-    spent: bool = False  # a conversion raised or gave up here: its state may be half-updated, never read again
+    __slots__ = ("format", "history", "lock", "weight", "fits", "spent")
+
+    def __init__(self, format: str) -> None:
+        self.format = format  # what the lists were converted as: "auto" or "openai_chat"
+        self.history = ChatHistory(lenient_arguments=False)
+        self.lock = threading.Lock()
+        self.weight = 0
+        self.fits: list[frozenset[str]] = []  # under "auto": the formats messages[: i + 1] fit
+        self.spent = False  # a conversion raised or gave up here: its state may be half-updated, never read again
 
     def convert(self, messages: list[Any]) -> Trajectory | None:
         """The conversion, or None when the list is not OpenAI Chat (detected): the caller converts it whole."""
