@@ -360,6 +360,19 @@ class Session:
         key = self.sites[index].key
         return bisect.bisect_left(self._order, key, key=lambda at: self.sites[at].key)
 
+    def _insertion(self, key: tuple[int, int, int]) -> int:
+        """Where a new site of ``key`` goes in ``_order``: at the end when it is the newest (most are)."""
+        order = self._order
+        if not order or self.sites[order[-1]].key < key:
+            return len(order)
+        return bisect.bisect_right(order, key, key=lambda index: self.sites[index].key)
+
+    def _unsettle_site(self, index: int) -> None:
+        """:meth:`_unsettle` at site ``index``'s place, found only when it is inside the settled prefix (keys are
+        unique and ``_order`` is sorted by them, so it is exactly when its key is not past the prefix's last)."""
+        if self._cached and self.sites[index].key <= self.sites[self._order[self._cached - 1]].key:
+            self._unsettle(self._position(index))
+
     def await_earlier_reads(self, pending: ToolCall, timeout: float) -> None:
         """Wait (up to ``timeout`` seconds, holding the session) for the results of the reads issued before
         ``pending`` in its message: a framework runs them beside it, and the write is judged with what they
@@ -623,7 +636,7 @@ class Session:
                 previous = self._direct_next if direct_group == place[0] else 0
                 self._direct_group, self._direct_next = place[0], max(previous, place[1] + 1)
             self.sites.append(site)
-            position = bisect.bisect_right(self._order, site.key, key=lambda index: self.sites[index].key)
+            position = self._insertion(site.key)
             self._unsettle(position)  # placed inside the view's settled prefix (a read fetched for an older call)
             self._order.insert(position, at)
             self._message = max(self._message, place[0])
@@ -638,7 +651,7 @@ class Session:
             if at is None or self.sites[at].judged != "seen":
                 return
             site = self.sites[at]
-            self._unsettle(self._position(at))
+            self._unsettle_site(at)
             site.judged = event.judged
             if self._is_pending(site):
                 self._running_writes.add(at)
@@ -650,7 +663,7 @@ class Session:
             site = self.sites[at]
             if site.result is not None:
                 return
-            self._unsettle(self._position(at))
+            self._unsettle_site(at)
             self._running_writes.discard(at)
             if event.kind == "unknown":
                 site.unknown = event.content or "unknown"
