@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from policyguard.decision import Decision
 from policyguard.errors import ConfigError, PolicyGuardError
 from policyguard.guard import NO_VERIFIER_MESSAGE, Guard, remediation_message
-from policyguard.trajectory.formats import to_trajectory
+from policyguard.trajectory.formats import anthropic
 from policyguard.trajectory.messages import ToolCall
 
 from .claude_code_transcript import read_transcript, result_text
@@ -176,7 +176,7 @@ class ClaudeCodeHook:
         call = ToolCall(id=call_id, name=self.names(name), arguments=event.tool_input)
         try:
             messages = self._messages(event)
-            trajectory = to_trajectory(messages, "anthropic")
+            trajectory = anthropic.read_plain(messages)  # JSON read from the transcript: plain already, and ours
         except PolicyGuardError as exc:
             return deny(UNREADABLE_MESSAGE.format(problem=_one_line(exc)))
         try:
