@@ -8,12 +8,15 @@ PostToolUse, and is denied by the gate's CEL check (within-captured). For scale
 it also times, as fresh processes, the interpreter's own start (``python -c
 pass``), ``import pydantic``, and what any gate-only process must load before
 the library's own code runs: pydantic with one model, PyYAML and the CEL engine.
-With ``--server`` it also times the thin client (``hook claude-code --server URL``), which
+With ``--history N`` it also times the read and the write in a second session that N earlier reads
+(each with its result, recorded as the hook records them) have made long: the in-process hook reads
+the whole transcript and replays the whole session record on every call, so this is what a long
+session costs it. With ``--server`` it also times the thin client (``hook claude-code --server URL``), which
 forwards each event to a ``policyguard serve`` started here on loopback with the same policy
 and checklist (its session record in SQLite): the process then imports no guard at all.
 Run from the checkout::
 
-    python benchmarks/bench_claude_code_hook.py [--runs 20] [--server]
+    python benchmarks/bench_claude_code_hook.py [--runs 20] [--server] [--history 1000]
 
 Bytecode is compiled once into a scratch folder (even where PYTHONDONTWRITEBYTECODE
 is set), as an installed package has it; the reads recorded first warm it up.
@@ -33,11 +36,13 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from examples import refund_desk as desk  # noqa: E402
+from policyguard.cli.cmd_hook import SESSIONS_DB  # noqa: E402
 from tests.integrations.claude_code.shapes import Transcript, post, pre, use  # noqa: E402
 
 FLOOR = (
@@ -118,6 +123,39 @@ def _thin_client(folder: Path, env: dict[str, str], runs: int) -> list[list[tupl
         process.wait(timeout=10)
 
 
+def _long_session(project: Path, env: dict[str, str], earlier: int) -> Transcript:
+    """A session of ``earlier`` reads with their results, then the reads the write needs, in ``project``.
+
+    Recorded in this process through :class:`ClaudeCodeHook` on the project's session store, as the hook
+    process records them (PreToolUse, the result in the transcript, PostToolUse): spawning a process for
+    each would take minutes."""
+    from policyguard.enforcement.storeurl import open_store
+    from policyguard.guard.build import from_files
+    from policyguard.guard.core import Guard
+    from policyguard.integrations.claude_code import ClaudeCodeHook, HookEvent
+
+    (project / SESSIONS_DB).parent.mkdir(parents=True, exist_ok=True)
+    store = open_store(f"sqlite:///{(project / SESSIONS_DB).absolute()}")  # where the hook's CLAUDE_PROJECT_DIR puts it
+    guard = from_files(Guard, policy=desk.POLICY, checklist=desk.CHECKLIST, model="none", mode="enforce",
+                       verifier_mode="checklist", use_gate=True, trace_path=None, sessions=store)  # fmt: skip
+    recorder = ClaudeCodeHook(guard)
+    t = Transcript(project / "long.jsonl", session="long-session")
+    t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
+    customer, order = desk.CUSTOMERS["ada@example.com"], desk.ORDERS["O1"]
+    reads: list[tuple[str, str, Any, dict[str, str]]] = [
+        (f"toolu_old{i}", "find_customer", customer, {"email": "ada@example.com"}) for i in range(earlier)
+    ]
+    reads += [("toolu_01", "find_customer", customer, {"email": "ada@example.com"}),
+              ("toolu_02", "get_order", order, {"order_id": "O1"})]  # fmt: skip
+    for call_id, name, result, call_args in reads:
+        t.assistant(use(call_id, name, **call_args))
+        recorder.answer(HookEvent.read(json.dumps(pre(t, call_id, name, **call_args)).encode()))
+        t.result(call_id, result)
+        recorder.answer(HookEvent.read(json.dumps(post(t, call_id, name, json.dumps(result), **call_args)).encode()))
+    store.close()
+    return t
+
+
 def _row(name: str, samples: list[tuple[float, float, str]]) -> str:
     walls = [s[0] * 1000 for s in samples]
     cpus = [s[1] * 1000 for s in samples]
@@ -129,6 +167,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--server", action="store_true", help="also time the thin client against a local serve")
+    parser.add_argument("--history", type=int, default=0, metavar="N",
+                        help="also time both in a session with N earlier reads")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder) / "project"
@@ -139,11 +179,16 @@ def main() -> None:
         _record_reads(t, env)
         python = [sys.executable, "-c"]
         _timed([*python, FLOOR], env)  # compiles the floor's bytecode too
-        reads, writes, bare, pydantic, floor = [], [], [], [], []
+        long = _long_session(project, env, args.history) if args.history else None
+        reads, writes, bare, pydantic, floor, long_reads, long_writes = [], [], [], [], [], [], []
         for i in range(args.runs):
             reads.append(hook(pre(t, f"toolu_read{i}", "find_customer", email="ada@example.com"), env))
             writes.append(hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env))
             assert "within-captured" in writes[-1][2], writes[-1][2]
+            if long is not None:
+                long_reads.append(hook(pre(long, f"toolu_read{i}", "find_customer", email="ada@example.com"), env))
+                long_writes.append(hook(pre(long, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env))
+                assert "within-captured" in long_writes[-1][2], long_writes[-1][2]
             bare.append(_timed([*python, "pass"], env))
             pydantic.append(_timed([*python, "import pydantic"], env))
             floor.append(_timed([*python, FLOOR], env))
@@ -151,6 +196,9 @@ def main() -> None:
     print(f"fresh processes, {args.runs} runs each, interleaved")
     print(_row("hook, read (find_customer, passes)", reads))
     print(_row("hook, write (issue_refund, denied)", writes))
+    if long_reads:
+        print(_row(f"hook, read, {args.history} earlier calls", long_reads))
+        print(_row(f"hook, write, {args.history} earlier calls", long_writes))
     print(_row("python -c pass", bare))
     print(_row("python -c 'import pydantic'", pydantic))
     print(_row("pydantic + 1 model + yaml + CEL engine", floor))
