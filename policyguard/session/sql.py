@@ -29,6 +29,7 @@ each other.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -151,7 +152,13 @@ def _event(session_id: str, body: Any, seq: Any, at: Any) -> SessionEvent:
     """
     if not isinstance(body, str) or not body.startswith("{") or not body.endswith("}") or body == "{}":
         raise SessionError(f"session {session_id!r}: the stored event {seq!r} is not a JSON object")
-    return SessionEvent.model_validate_json(f'{body[:-1]},"seq":{int(seq)},"at":{float(at)!r}}}')
+    try:
+        number, when = int(seq), float(at)
+        if not math.isfinite(when):
+            raise ValueError(when)
+    except (TypeError, ValueError, OverflowError):
+        raise SessionError(f"session {session_id!r}: the stored event {seq!r} has no valid number and time") from None
+    return SessionEvent.model_validate_json(f'{body[:-1]},"seq":{number},"at":{when!r}}}')
 
 
 def _body(event: SessionEvent) -> str:

@@ -56,10 +56,26 @@ def test_a_body_that_is_not_a_json_object_is_refused_naming_the_event(tmp_path: 
 
 @pytest.mark.parametrize(
     "body",
-    ['{"kind": "user"}, {"kind": "call"}', '{"kind": "user"} {"kind": "call"}', '{"kind": "nonsense"}', '{"kind": "user", "x": 1}'],
+    [
+        '{"kind": "user"}, {"kind": "call"}',
+        '{"kind": "user"} {"kind": "call"}',
+        '{"kind": "nonsense"}',
+        '{"kind": "user", "x": 1}',
+    ],
 )
 def test_a_body_that_is_not_one_valid_event_is_refused(tmp_path: Path, body: str) -> None:
     store, path = _store(tmp_path)
     _set_body(path, 2, body)
     with pytest.raises(ValidationError):
+        store.session_events("s")
+
+
+@pytest.mark.parametrize(("column", "value"), [("seq", "two"), ("at", "noon"), ("at", 10**400)])
+def test_a_row_whose_number_or_time_is_not_one_is_refused_naming_the_event(
+    tmp_path: Path, column: str, value: object
+) -> None:
+    store, path = _store(tmp_path)
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE session_events SET {column} = ? WHERE session_id = 's' AND seq = 2", (str(value),))
+    with pytest.raises(SessionError, match=r"session 's': the stored event .* (has no valid number and time|is not)"):
         store.session_events("s")
