@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -78,6 +77,7 @@ from typing import Any, Protocol, runtime_checkable
 from policyguard.checklist.schema import Checklist, FactSource, PrincipalSource, StatedPrincipal
 from policyguard.trajectory.limits import call_problem, value_problem
 from policyguard.trajectory.messages import CallSite, HasToolResults, ToolCall, ToolResult, parse_result_text
+from policyguard.trajectory.words import user_words
 
 from .cel import CelError, CheckProgram, compile_check
 
@@ -259,9 +259,6 @@ def _bare_id(result: ToolResult) -> tuple[str | None, str]:
     return text, ""
 
 
-_WORD = re.compile(r"[\w.@-]+")
-
-
 def _stated_principal(site: CallSite, stated: StatedPrincipal, said: dict[str, int]) -> str | None:
     """The record's user id when the user wrote it, as a whole word, before the read was made."""
     result = site.result
@@ -284,8 +281,8 @@ def words_said(trajectory: object) -> dict[str, int]:
     first: dict[str, int] = {}
     for index, message in enumerate(getattr(trajectory, "messages", None) or ()):
         if message.role == "user" and message.content:
-            for word in _WORD.findall(message.content):
-                first.setdefault(word.rstrip("."), index)
+            for word in user_words(message.content):
+                first.setdefault(word, index)
     return first
 
 

@@ -20,9 +20,11 @@ nothing):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from policyguard.trajectory.messages import DuplicateCallId, Message, ToolCall
+from policyguard.trajectory.words import user_words
 
 from .events import NewEvent
 
@@ -57,18 +59,27 @@ class HostState:
 class Batch:
     """The events one observe adds, computed before anything is appended."""
 
-    def __init__(self, session: Session, host: HostState, last_message: int) -> None:
+    def __init__(self, session: Session, host: HostState, last_message: int, said: Mapping[str, int]) -> None:
         self.session = session
         self.host_open: dict[str, SiteRef] = dict(host.open)
         self.host_answered = set(host.answered)
         self.matched = set(host.matched)
         self.message = last_message  # the newest message number the record holds
         self.events: list[dict[str, Any]] = []  # NewEvent fields; 'answers' may be ("new", k)
+        self._said = said  # the record's words, each at the place it was first said
+        self._heard: set[str] = set()  # the words this batch's user events add
 
     def take(self, message: Message) -> None:
         if message.role == "user" and message.content:
             self.message += 1
-            self.events.append({"kind": "user", "content": message.content, "place": (self.message, 0)})
+            # A user message counts only for the words it is the first to say (the record keeps each word at
+            # its first place). One that says none is not recorded: a session object that did not ingest the
+            # history itself (a one-shot hook process, another replica) reads it from the start, and would
+            # otherwise add every user message again on every check.
+            words = [w for w in user_words(message.content) if w not in self._said and w not in self._heard]
+            if words:
+                self._heard.update(words)
+                self.events.append({"kind": "user", "content": message.content, "place": (self.message, 0)})
         elif message.role == "assistant" and message.tool_calls:
             self._issue(message.tool_calls)
         elif message.role == "tool" and message.tool_call_id is not None:

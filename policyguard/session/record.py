@@ -42,19 +42,17 @@ rewritten).
 from __future__ import annotations
 
 import bisect
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from policyguard.trajectory.messages import CallSite, DuplicateCallId, ToolCall, ToolResult, Trajectory
+from policyguard.trajectory.words import user_words
 
 from .events import Judged, NewEvent, SessionEvent
 from .hostmerge import TAIL, Batch, HostState, host_start
 from .store import SessionEvicted, SessionStore, check_session_id
-
-_WORD = re.compile(r"[\w.@-]+")
 
 
 class _Site:
@@ -194,7 +192,7 @@ class Session:
             start = host_start(self._host, messages)
             if start is None:  # nothing we saw is left: read it all; calls the record has are matched, not added
                 self._host, start = HostState(), 0
-            batch = Batch(self, self._host, self._message)
+            batch = Batch(self, self._host, self._message, self._said)
             for index in range(start, len(messages)):
                 batch.take(messages[index])
             added = self._append(batch.resolved()) if batch.events else []
@@ -225,7 +223,7 @@ class Session:
         """The fate of the newest unanswered call ``call_id``: executed, with this result (an error result:
         the tool refused or failed). False when no call of that id is waiting for one."""
         with self._lock:
-            at = self._open.get(call_id)
+            at = self._waiting_for(call_id)
             if at is None:
                 return False
             site = self.sites[at]
@@ -237,11 +235,20 @@ class Session:
     def record_unknown(self, call_id: str, why: str) -> bool:
         """The newest unanswered call ``call_id`` may or may not have run (``why``: cancelled, timed out...)."""
         with self._lock:
-            at = self._open.get(call_id)
+            at = self._waiting_for(call_id)
             if at is None or self.sites[at].unknown is not None:
                 return False
             self._append([NewEvent(kind="unknown", call_id=call_id, answers=self.sites[at].seq, content=why)])
             return True
+
+    def _waiting_for(self, call_id: str) -> int | None:
+        """The newest unanswered call ``call_id``, reading the store first when this object does not know it: the
+        call may have been recorded by another process (a one-shot hook process that judged it, a replica)."""
+        at = self._open.get(call_id)
+        if at is None:
+            self.sync()
+            at = self._open.get(call_id)
+        return at
 
     def add_fetched(self, pending: ToolCall, reads: list[tuple[ToolCall, str, bool]]) -> None:
         """Record reads the guard made itself while judging ``pending``: ``(call, result text, is_error)``.
@@ -677,5 +684,5 @@ class Session:
         elif event.kind == "user":
             place = event.place if event.place is not None else (event.seq, 0)
             self._message = max(self._message, place[0])
-            for word in _WORD.findall(event.content):
-                self._said.setdefault(word.rstrip("."), place[0])
+            for word in user_words(event.content):
+                self._said.setdefault(word, place[0])
