@@ -36,9 +36,9 @@ covers is judged by the guard as unknown (blocked unless ``unknown_tools="check"
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -49,6 +49,9 @@ from policyguard.trajectory.formats import anthropic
 from policyguard.trajectory.messages import ToolCall
 
 from .claude_code_transcript import read_transcript, result_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from policyguard.session import Session
 
 __all__ = ["ClaudeCodeHook", "HookEvent", "HookInputError", "McpNames", "UNREADABLE_MESSAGE"]
 
@@ -142,7 +145,10 @@ class ClaudeCodeHook:
 
     ``transcripts``: when set, only a ``transcript_path`` inside this folder is read
     (``serve`` sets it, so a client cannot make the server read other files); a
-    path outside it is a deny.
+    path outside it is a deny. ``sessions``: where the record of a session id is
+    found; by default the guard's own (:meth:`Guard.session`). ``serve`` passes
+    the session objects it keeps for every request, so a session is not read back
+    from its store whole on each event.
     """
 
     def __init__(
@@ -152,11 +158,16 @@ class ClaudeCodeHook:
         allow: bool = False,
         names: McpNames | None = None,
         transcripts: Path | None = None,
+        sessions: Callable[[str], Session] | None = None,
     ) -> None:
         self.guard = guard
         self.allow = allow
         self.names = names or McpNames()
         self.transcripts = transcripts
+        self.sessions = sessions
+
+    def _session(self, session_id: str) -> Session | str:
+        return session_id if self.sessions is None else self.sessions(session_id)
 
     def answer(self, raw: Any) -> dict[str, Any]:
         """The hook's JSON answer to one event (``{}``: no opinion). Raises only :class:`HookInputError`."""
@@ -180,7 +191,7 @@ class ClaudeCodeHook:
         except PolicyGuardError as exc:
             return deny(UNREADABLE_MESSAGE.format(problem=_one_line(exc)))
         try:
-            decision = self.guard.check(call, trajectory, session=event.session_id)
+            decision = self.guard.check(call, trajectory, session=self._session(event.session_id))
         except Exception as exc:  # fail closed: an error in the guard or its store is a deny, never a pass
             return deny(f"{NO_VERIFIER_MESSAGE} ({type(exc).__name__}: {_one_line(exc)})")
         return self._decided(call, decision)
@@ -193,7 +204,7 @@ class ClaudeCodeHook:
             text, failed = result_text(event.error) or "the tool failed", True
         else:
             text, failed = response_text(event.tool_response)
-        return self.guard.record_result(event.session_id, event.tool_use_id, text, is_error=failed)
+        return self.guard.record_result(self._session(event.session_id), event.tool_use_id, text, is_error=failed)
 
     def _messages(self, event: HookEvent) -> list[dict[str, Any]]:
         if not event.transcript_path:

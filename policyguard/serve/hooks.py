@@ -65,7 +65,9 @@ def hook_routes(service: Service) -> list[Route]:
             event = HookEvent.read(body)
         except Exception as exc:
             return deny(f"policyguard: {exc}")
-        hook = ClaudeCodeHook(service.guard(None, uuid.uuid4().hex), transcripts=transcripts_root())
+        hook = ClaudeCodeHook(
+            service.guard(None, uuid.uuid4().hex), transcripts=transcripts_root(), sessions=service.session
+        )
 
         def decide() -> dict[str, Any]:
             return hook.answer(event)

@@ -93,3 +93,23 @@ def test_a_transcript_outside_the_transcripts_folder_is_not_read(
     response = make_client().post(PATH, json=event)
     assert decision_of(response) == "deny"
     assert "root:" not in response.text
+
+
+def test_the_server_keeps_a_sessions_record_between_hook_events(
+    make_client: Callable[..., Any], t: Transcript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each event reads from the store only what was added since the server's last look, never the whole record."""
+    client = make_client()
+    store = client.service.base.sessions
+    reads_from: list[int] = []
+    session_events = store.session_events
+
+    def counted(session_id: str, after: int = 0) -> Any:
+        reads_from.append(after)
+        return session_events(session_id, after)
+
+    monkeypatch.setattr(store, "session_events", counted)
+    reads(client, t)
+    t.assistant(use("toolu_w1", "issue_refund", **refund(120)))
+    assert decision_of(client.post(PATH, json=pre(t, "toolu_w1", "issue_refund", **refund(120)))) is None
+    assert reads_from and reads_from.count(0) <= 1, reads_from  # the first look only starts from the beginning
