@@ -11,7 +11,8 @@ the library's own code runs: pydantic with one model, PyYAML and the CEL engine.
 With ``--history N`` it also times the read and the write in a second session that N earlier reads
 (each with its result, recorded as the hook records them) have made long: the in-process hook reads
 the whole transcript and replays the whole session record on every call, so this is what a long
-session costs it. With ``--server`` it also times the thin client (``hook claude-code --server URL``), which
+session costs it (with ``--server`` as well, the long session is recorded through the server and the thin
+client is timed in it too). With ``--server`` it also times the thin client (``hook claude-code --server URL``), which
 forwards each event to a ``policyguard serve`` started here on loopback with the same policy
 and checklist (its session record in SQLite): the process then imports no guard at all.
 Run from the checkout::
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,9 @@ FLOOR = (
     "import yaml\nfrom pydantic import BaseModel, Field\nclass M(BaseModel):\n    x: int = Field(0)\nM(x=1)\n"
     "from policyguard.gate.cel import engine\nengine()"
 )
+
+
+Sample = tuple[float, float, str]  # wall seconds, CPU seconds of the child, its stdout
 
 
 def _env(project: Path, pycache: Path) -> dict[str, str]:
@@ -105,41 +109,33 @@ def _serve(folder: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], st
     raise SystemExit(f"serve exited ({process.wait()}) before listening")
 
 
-def _thin_client(folder: Path, env: dict[str, str], runs: int) -> list[list[tuple[float, float, str]]]:
-    """The same read and write through ``--server``, in a session of their own on the server's record."""
+def _thin_client(folder: Path, env: dict[str, str], runs: int, history: int) -> list[list[Sample]]:
+    """The same read and write through ``--server``, in a session of their own on the server's record; with
+    ``history``, also in a session that many earlier reads, posted to the server, made long."""
+    from policyguard.cli.hookclient import forward
+
     process, url = _serve(folder, env)
     try:
         t = Transcript(folder / "project" / "thin.jsonl", session="thin-client-session")
         t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
         _record_reads(t, env, url)
-        reads, writes = [], []
-        for i in range(runs):
-            reads.append(hook(pre(t, f"toolu_read{i}", "find_customer", email="ada@example.com"), env, url))
-            writes.append(hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env, url))
-            assert "within-captured" in writes[-1][2], writes[-1][2]
-        return [reads, writes]
+        timed = _timed_in(t, env, runs, url)
+        if history:
+            long = _long_session(folder / "project" / "thin-long.jsonl", "thin-long-session", history,
+                                 lambda event: forward(url, json.dumps(event).encode(), 60.0))  # fmt: skip
+            timed += _timed_in(long, env, runs, url)
+        return timed
     finally:
         process.terminate()
         process.wait(timeout=10)
 
 
-def _long_session(project: Path, env: dict[str, str], earlier: int) -> Transcript:
-    """A session of ``earlier`` reads with their results, then the reads the write needs, in ``project``.
+def _long_session(path: Path, session: str, earlier: int, send: Callable[[dict[str, Any]], object]) -> Transcript:
+    """A session of ``earlier`` reads with their results, then the reads the write needs, at ``path``.
 
-    Recorded in this process through :class:`ClaudeCodeHook` on the project's session store, as the hook
-    process records them (PreToolUse, the result in the transcript, PostToolUse): spawning a process for
-    each would take minutes."""
-    from policyguard.enforcement.storeurl import open_store
-    from policyguard.guard.build import from_files
-    from policyguard.guard.core import Guard
-    from policyguard.integrations.claude_code import ClaudeCodeHook, HookEvent
-
-    (project / SESSIONS_DB).parent.mkdir(parents=True, exist_ok=True)
-    store = open_store(f"sqlite:///{(project / SESSIONS_DB).absolute()}")  # where the hook's CLAUDE_PROJECT_DIR puts it
-    guard = from_files(Guard, policy=desk.POLICY, checklist=desk.CHECKLIST, model="none", mode="enforce",
-                       verifier_mode="checklist", use_gate=True, trace_path=None, sessions=store)  # fmt: skip
-    recorder = ClaudeCodeHook(guard)
-    t = Transcript(project / "long.jsonl", session="long-session")
+    Each read is sent as Claude Code sends it (PreToolUse, the result in the transcript, PostToolUse), through
+    ``send``, which answers in this process: spawning a process for each would take minutes."""
+    t = Transcript(path, session=session)
     t.user("I'm ada@example.com. Please refund order O1, 80 dollars. Yes, go ahead with 80.")
     customer, order = desk.CUSTOMERS["ada@example.com"], desk.ORDERS["O1"]
     reads: list[tuple[str, str, Any, dict[str, str]]] = [
@@ -149,11 +145,38 @@ def _long_session(project: Path, env: dict[str, str], earlier: int) -> Transcrip
               ("toolu_02", "get_order", order, {"order_id": "O1"})]  # fmt: skip
     for call_id, name, result, call_args in reads:
         t.assistant(use(call_id, name, **call_args))
-        recorder.answer(HookEvent.read(json.dumps(pre(t, call_id, name, **call_args)).encode()))
+        send(pre(t, call_id, name, **call_args))
         t.result(call_id, result)
-        recorder.answer(HookEvent.read(json.dumps(post(t, call_id, name, json.dumps(result), **call_args)).encode()))
-    store.close()
+        send(post(t, call_id, name, json.dumps(result), **call_args))
     return t
+
+
+def _in_process(project: Path) -> tuple[Callable[[dict[str, Any]], object], Callable[[], None]]:
+    """An in-process hook on the project's session store (where the hook's CLAUDE_PROJECT_DIR puts it): a send
+    function and its closing."""
+    from policyguard.enforcement.storeurl import open_store
+    from policyguard.guard.build import from_files
+    from policyguard.guard.core import Guard
+    from policyguard.integrations.claude_code import ClaudeCodeHook, HookEvent
+
+    (project / SESSIONS_DB).parent.mkdir(parents=True, exist_ok=True)
+    store = open_store(f"sqlite:///{(project / SESSIONS_DB).absolute()}")
+    guard = from_files(Guard, policy=desk.POLICY, checklist=desk.CHECKLIST, model="none", mode="enforce",
+                       verifier_mode="checklist", use_gate=True, trace_path=None, sessions=store)  # fmt: skip
+    recorder = ClaudeCodeHook(guard)
+    return (lambda event: recorder.answer(HookEvent.read(json.dumps(event).encode()))), store.close
+
+
+def _timed_in(
+    t: Transcript, env: dict[str, str], runs: int, server: str | None = None, first: int = 0
+) -> list[list[Sample]]:
+    """``runs`` reads and writes of session ``t`` (each a fresh process), interleaved; call ids from ``first``."""
+    reads, writes = [], []
+    for i in range(first, first + runs):
+        reads.append(hook(pre(t, f"toolu_read{i}", "find_customer", email="ada@example.com"), env, server))
+        writes.append(hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env, server))
+        assert "within-captured" in writes[-1][2], writes[-1][2]
+    return [reads, writes]
 
 
 def _row(name: str, samples: list[tuple[float, float, str]]) -> str:
@@ -179,20 +202,24 @@ def main() -> None:
         _record_reads(t, env)
         python = [sys.executable, "-c"]
         _timed([*python, FLOOR], env)  # compiles the floor's bytecode too
-        long = _long_session(project, env, args.history) if args.history else None
+        long = None
+        if args.history:
+            send, close = _in_process(project)
+            long = _long_session(project / "long.jsonl", "long-session", args.history, send)
+            close()
         reads, writes, bare, pydantic, floor, long_reads, long_writes = [], [], [], [], [], [], []
         for i in range(args.runs):
-            reads.append(hook(pre(t, f"toolu_read{i}", "find_customer", email="ada@example.com"), env))
-            writes.append(hook(pre(t, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env))
-            assert "within-captured" in writes[-1][2], writes[-1][2]
+            (read,), (write,) = _timed_in(t, env, 1, first=i)
+            reads.append(read)
+            writes.append(write)
             if long is not None:
-                long_reads.append(hook(pre(long, f"toolu_read{i}", "find_customer", email="ada@example.com"), env))
-                long_writes.append(hook(pre(long, f"toolu_write{i}", "issue_refund", order_id="O1", amount=500), env))
-                assert "within-captured" in long_writes[-1][2], long_writes[-1][2]
+                (read,), (write,) = _timed_in(long, env, 1, first=i)
+                long_reads.append(read)
+                long_writes.append(write)
             bare.append(_timed([*python, "pass"], env))
             pydantic.append(_timed([*python, "import pydantic"], env))
             floor.append(_timed([*python, FLOOR], env))
-        thin = _thin_client(Path(folder), env, args.runs) if args.server else []
+        thin = _thin_client(Path(folder), env, args.runs, args.history) if args.server else []
     print(f"fresh processes, {args.runs} runs each, interleaved")
     print(_row("hook, read (find_customer, passes)", reads))
     print(_row("hook, write (issue_refund, denied)", writes))
@@ -205,6 +232,9 @@ def main() -> None:
     if thin:
         print(_row("thin client --server, read", thin[0]))
         print(_row("thin client --server, write (denied)", thin[1]))
+    if len(thin) > 2:
+        print(_row(f"thin client, read, {args.history} earlier", thin[2]))
+        print(_row(f"thin client, write, {args.history} earlier", thin[3]))
 
 
 if __name__ == "__main__":
