@@ -36,7 +36,7 @@ from typing import Any
 
 from policyguard.checklist.schema import Checklist
 from policyguard.decision import Decision
-from policyguard.trajectory.messages import CallSite, HasToolResults, ToolCall, ToolResult
+from policyguard.trajectory.messages import CallSite, HasToolResults, ToolCall, ToolResult, group_successes
 
 from .cel import CelError, CheckProgram, compile_check
 from .facts import FETCH_ID_PREFIX, calls_before, fact_closure, resolve_facts
@@ -219,11 +219,7 @@ class FetchedView:
         return iter([s.result for s in self._sites if s.result is not None])
 
     def successes_by_tool(self) -> dict[str, list[ToolResult]]:
-        out: dict[str, list[ToolResult]] = {}
-        for result in self.tool_results():
-            if not result.is_error:
-                out.setdefault(result.call.name, []).append(result)
-        return out
+        return group_successes(self.tool_results())
 
     def said_words(self) -> dict[str, int]:
         return {}  # a fetched view never authenticates: the principal is given (see the module doc)

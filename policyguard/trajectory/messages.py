@@ -225,11 +225,7 @@ class ToolResultsView:
     def successes_by_tool(self) -> dict[str, list[ToolResult]]:
         """Successful results by tool, in call order (what a prerequisite read needs)."""
         if self._successes is None:
-            successes: dict[str, list[ToolResult]] = {}
-            for result in self._results:
-                if not result.is_error:
-                    successes.setdefault(result.call.name, []).append(result)
-            self._successes = successes
+            self._successes = group_successes(self._results)
         return self._successes
 
     def unanswered(self, call_id: str) -> CallSite | None:
@@ -238,6 +234,15 @@ class ToolResultsView:
             self._open = {site.call.id: at for at, site in enumerate(self._sites) if site.result is None}
         at = self._open.get(call_id)
         return None if at is None else self._sites[at]
+
+
+def group_successes(results: Iterable[ToolResult]) -> dict[str, list[ToolResult]]:
+    """The non-error results by tool, in the order given (what a prerequisite read needs)."""
+    successes: dict[str, list[ToolResult]] = {}
+    for result in results:
+        if not result.is_error:
+            successes.setdefault(result.call.name, []).append(result)
+    return successes
 
 
 # -- pairing ------------------------------------------------------------------
@@ -352,10 +357,7 @@ class Pairing:
         sites, open_calls = self._sites, self._open
         if not self.tracked:
             results = [site.result for site in sites if site.result is not None]
-            successes: dict[str, list[ToolResult]] = {}
-            for result in results:
-                if not result.is_error:
-                    successes.setdefault(result.call.name, []).append(result)
+            successes = group_successes(results)
             if copy:
                 sites, open_calls = list(sites), dict(open_calls)
             return Paired(self.count, self.problem, sites, results, successes, open_calls, None)
