@@ -472,12 +472,15 @@ class Guard:
         :class:`~policyguard.trajectory.formats.history_cache.HistoryCache`, keyed by the session or else by its
         first two message objects (the same for a list a loop appends to and for a new list it builds around the
         same messages, as ``messages + [reply]`` does): what the list shares with the last one of that key is not
-        converted again (the answer is the same; a key only picks which list to compare with)."""
+        converted again (the answer is the same; a key only picks which list to compare with). A list that starts
+        with a :class:`Message` is read by :func:`as_trajectory`; the package's messages further into a provider
+        list are read by the cache as converting the whole list reads them, so no pass over the list looks for
+        them."""
         if (
             isinstance(value, list)
             and value
             and format in ("auto", "openai_chat")
-            and not any(issubclass(kind, Message) for kind in set(map(type, value)))  # one pass in C
+            and not isinstance(value[0], Message)
         ):
             if session is None:
                 key = "list:" + ":".join(str(id(item)) for item in value[:2])

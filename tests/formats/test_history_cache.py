@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from policyguard.errors import FormatError
 from policyguard.trajectory.formats import to_trajectory
 from policyguard.trajectory.formats.history_cache import HistoryCache
-from policyguard.trajectory.messages import DuplicateCallId
+from policyguard.trajectory.messages import DuplicateCallId, Message, ToolCall
 
 
 class Part(BaseModel):
@@ -37,7 +37,7 @@ ARGUMENTS = st.sampled_from(['{"n": 1}', '{"n": 1.0}', "{", '{"n": NaN}', '{"n":
 
 @st.composite
 def message(draw: st.DrawFn) -> Any:
-    kind = draw(st.sampled_from(["user", "assistant", "tool", "system", "responses", "anthropic", "bad"]))
+    kind = draw(st.sampled_from(["user", "assistant", "tool", "system", "responses", "anthropic", "bad", "ours"]))
     if kind in ("user", "system"):
         content = draw(st.sampled_from(["hi", "yes", "cancel it", "part", "sdk part"]))
         if content == "part":
@@ -64,6 +64,16 @@ def message(draw: st.DrawFn) -> Any:
         return {"type": "function_call", "call_id": draw(IDS), "name": "f", "arguments": "{}"}
     if kind == "anthropic":
         return {"role": "assistant", "content": [{"type": "tool_use", "id": draw(IDS), "name": "f", "input": {}}]}
+    if kind == "ours":  # the package's own Message among provider dicts: read as its fields, the same either way
+        return draw(
+            st.sampled_from(
+                [
+                    Message(role="user", content="hi"),
+                    Message(role="assistant", tool_calls=[ToolCall(id="c1", name="f", arguments={"n": 1})]),
+                    Message(role="tool", tool_call_id="c1", content="{}"),
+                ]
+            )
+        )
     return draw(st.sampled_from([{"role": "robot", "content": "x"}, "not a message", {"content": "no role"}]))
 
 

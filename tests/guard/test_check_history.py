@@ -116,3 +116,22 @@ def test_a_new_list_built_around_the_same_messages_converts_only_the_new_ones(mo
     assert decision.model_dump(include={"outcome", "requirements"}) == fresh.model_dump(
         include={"outcome", "requirements"}
     )
+
+
+def test_the_packages_own_messages_in_a_provider_list_are_read_as_the_whole_list_reads_them() -> None:
+    from policyguard.trajectory.inputs import as_trajectory
+    from policyguard.trajectory.messages import Message
+
+    call, answer = read("r1", 3)
+    own = Message(role="tool", tool_call_id="r1", content=answer["content"])  # the package's message, not a dict
+    checker, messages = guard(), [{"role": "user", "content": "Set my bags to 1."}, *read("r0", 1), call, own]
+    ask(messages, bags("w1", 1))
+    expected = guard().check(bags("w1", 1), as_trajectory(copy.deepcopy(messages)))
+    assert expected.outcome == "block"  # the newest record, the package's message, says 3 bags
+    for _ in range(2):  # converted, then read from the cache
+        decision = checker.check(bags("w1", 1), messages)
+        assert decision.model_dump(include={"outcome", "requirements"}) == (
+            expected.model_dump(include={"outcome", "requirements"})
+        )
+    first = [Message(role="user", content="Set my bags to 1."), {"role": "assistant", "tool_calls": [bags("w2", 1)]}]
+    assert checker.check(bags("w2", 1), first).outcome == guard().check(bags("w2", 1), as_trajectory(first)).outcome

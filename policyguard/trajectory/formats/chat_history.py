@@ -80,7 +80,8 @@ class ChatHistory:
         if self.tail_only and known == len(self._snapshots) and known and self._same_tail(messages, known - 1):
             return known
         first = known
-        if list(messages[:known]) != self._snapshots[:known]:  # one C-level pass for plain dicts
+        head = messages[:known] if type(messages) is list else list(messages[:known])
+        if head != (self._snapshots if known == len(self._snapshots) else self._snapshots[:known]):  # one C pass
             for index in range(known):
                 item = messages[index]
                 if (item if isinstance(item, dict) else plain(item)) != self._snapshots[index]:
