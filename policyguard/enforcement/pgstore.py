@@ -31,7 +31,10 @@ Which guarantees of the database carry which promise, and why these:
   advisory lock on the session id, so appends to one session run one after the
   other and appends to different sessions do not wait for each other; the
   primary key ``(session_id, seq)`` backs it up. A read is one statement (one
-  snapshot), so it never sees a session half-evicted.
+  snapshot), so it never sees a session half-evicted. An append to a session whose
+  newest number this store saw is one call of ``policyguard_append_events``, which
+  takes the same lock and appends only if the session still ends there
+  (:meth:`PostgresStore.append_events`).
 - *One session's decisions one after the other* (:meth:`PostgresStore.hold`): a
   session-level advisory lock on a connection of its own
   (:mod:`policyguard.enforcement.pgholds`), released by the unlock, or by the
@@ -58,6 +61,7 @@ be) when one is given, so several deployments can share one database.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -68,7 +72,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from policyguard.distribution import install_hint
 from policyguard.session import sql as session_sql
-from policyguard.session.events import NewEvent, SessionEvent
+from policyguard.session.events import NewEvent, SessionEvent, numbered
 from policyguard.session.store import (
     DEFAULT_MAX_EVENTS,
     DEFAULT_RETENTION_S,
@@ -84,7 +88,7 @@ if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The claim as one server-side statement: the row lock on the captures row is held for
 # microseconds of server time, not for several client round trips, so claims on one hot
@@ -132,6 +136,39 @@ BEGIN
 END
 $$"""
 
+# The first key of every session lock (pg_advisory_xact_lock(int, int)); the second is the id's hash.
+_SESSION_LOCKS = 0x70675373  # "pgSs"
+
+# A session append as one statement, when the store knows the session's newest number: it takes the lock the
+# full append takes (session.sql.append), then appends only if the live, unexpired, unevicted session still ends
+# at p_after. False changes nothing; the caller then runs the full append, which also says why one cannot be.
+# The bodies come as one JSON array of strings: psycopg escapes a text[] parameter in Python, character by
+# character (most of the append's client time for JSON bodies), and json.dumps does it in C.
+_APPEND_FUNCTION = f"""
+CREATE FUNCTION policyguard_append_events(
+    p_session TEXT, p_after BIGINT, p_bodies TEXT, p_now DOUBLE PRECISION, p_cutoff DOUBLE PRECISION)
+RETURNS BOOLEAN
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock({_SESSION_LOCKS}, hashtext(p_session));
+    PERFORM 1 FROM sessions s
+        WHERE s.session_id = p_session AND s.last_seq = p_after AND s.written_at >= p_cutoff;
+    IF NOT FOUND THEN
+        RETURN FALSE;
+    END IF;
+    PERFORM 1 FROM session_tombstones t WHERE t.session_id = p_session;
+    IF FOUND THEN
+        RETURN FALSE;
+    END IF;
+    INSERT INTO session_events (session_id, seq, at, body)
+        SELECT p_session, p_after + u.n, p_now, u.body
+        FROM json_array_elements_text(p_bodies::json) WITH ORDINALITY AS u(body, n);
+    UPDATE sessions SET last_seq = p_after + json_array_length(p_bodies::json), written_at = p_now
+        WHERE session_id = p_session;
+    RETURN TRUE;
+END
+$$"""
+
 # (version, statements): applied in order to a database below that version. Never edit a shipped entry.
 _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (
@@ -170,12 +207,12 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX session_tombstones_by_age ON session_tombstones (evicted_at)",
         ),
     ),
+    (3, (_APPEND_FUNCTION,)),
 )
 # pg_advisory_xact_lock key serialising migrations of every PolicyGuard store in one database.
 _MIGRATION_LOCK = 0x706F6C6779  # "polgy"
 _RETRIES = 5
-# The first key of every session lock (pg_advisory_xact_lock(int, int)); the second is the id's hash.
-_SESSION_LOCKS = 0x70675373  # "pgSs"
+_NEWEST_KEPT = 65_536  # sessions whose newest event number a store remembers (forgotten all at once past it)
 _SESSIONS = session_sql.Dialect(
     param="%s",
     lock=f"SELECT pg_advisory_xact_lock({_SESSION_LOCKS}, hashtext(?))",
@@ -253,6 +290,7 @@ class PostgresStore:
         self._max_held = max_size
         self._holds: PgHolds | None = None
         self._holds_lock = threading.Lock()
+        self._newest: dict[str, int] = {}  # session id -> its newest event number seen here (see append_events)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=min_size,
@@ -356,19 +394,61 @@ class PostgresStore:
     # -- SessionStore --------------------------------------------------------
 
     def append_events(self, session_id: str, events: Sequence[NewEvent]) -> list[SessionEvent]:
+        """Append ``events`` after the session's newest; one statement when this store knows that number.
+
+        The store remembers the newest number each session had when this process last appended to it or read
+        it. Numbered after it, the events go in one call of ``policyguard_append_events``, which appends them
+        only if the session still ends there (under the lock the full append takes). Otherwise (a session new
+        here, another replica appended meanwhile, one evicted, expired or full) nothing was written and the
+        full append runs: a wrong guess costs a statement, never a wrong number."""
         now = float(self._clock())
         limits = self.session_limits
+        after = self._newest.get(session_id)
+        added = self._numbered(events, after, now) if after is not None else None
+        if added and after is not None:
+            bodies = json.dumps([session_sql.event_body(event) for event in added])
+            with self._conn() as conn:
+                row = conn.execute(
+                    "SELECT policyguard_append_events(%s, %s, %s, %s, %s)",
+                    (session_id, after, bodies, now, now - limits.retention_s),
+                ).fetchone()
+            if row is not None and row[0] is True:
+                self._saw(session_id, added[-1].seq)
+                return added
+        self._newest.pop(session_id, None)
         done = self._in_transaction(
             lambda conn: session_sql.append(conn, _SESSIONS, limits, session_id, events, now), pipelined=True
         )
         if isinstance(done, Exception):
             raise done
+        if done:
+            self._saw(session_id, done[-1].seq)
         return list(done)
 
     def session_events(self, session_id: str, after: int = 0) -> list[SessionEvent]:
         now = float(self._clock())
         with self._conn() as conn:
-            return session_sql.read(conn, _SESSIONS, self.session_limits, session_id, after, now)
+            events = session_sql.read(conn, _SESSIONS, self.session_limits, session_id, after, now)
+        if events:
+            self._saw(session_id, events[-1].seq)
+        return events
+
+    def _numbered(self, events: Sequence[NewEvent], after: int, now: float) -> list[SessionEvent] | None:
+        """``events`` numbered after ``after`` if they fit the session's limit; None leaves it to the full append
+        (which raises what is wrong, in its own order: evicted before full before a bad relative answer)."""
+        if not events or self.session_limits.room("", after, len(events)) is not None:
+            return None
+        try:
+            return numbered(list(events), after, now)
+        except ValueError:
+            return None
+
+    def _saw(self, session_id: str, seq: int) -> None:
+        """Remember ``seq`` as the session's newest number (a guess for the next append; bounded)."""
+        newest = self._newest
+        if len(newest) >= _NEWEST_KEPT and session_id not in newest:
+            newest.clear()
+        newest[session_id] = seq
 
     def hold(self, session_id: str, timeout: float) -> SessionHold | None:
         """The session's decision lock among every process using this database (see :mod:`.pgholds`)."""

@@ -114,7 +114,7 @@ def append(
         return added
     conn.cursor().executemany(
         dialect.sql("INSERT INTO session_events (session_id, seq, at, body) VALUES (?, ?, ?, ?)"),
-        [(session_id, event.seq, event.at, _body(event)) for event in added],
+        [(session_id, event.seq, event.at, event_body(event)) for event in added],
     )
     conn.execute(
         dialect.sql(
@@ -161,7 +161,8 @@ def _event(session_id: str, body: Any, seq: Any, at: Any) -> SessionEvent:
     return SessionEvent.model_validate_json(f'{body[:-1]},"seq":{number},"at":{when!r}}}')
 
 
-def _body(event: SessionEvent) -> str:
+def event_body(event: SessionEvent) -> str:
+    """The ``body`` column of ``event``: its fields but the number and the time, as ASCII JSON."""
     fields = event.model_dump(include=set(_BODY_FIELDS))
     return json.dumps(fields, ensure_ascii=True, separators=(",", ":"))
 
