@@ -6,7 +6,9 @@ median over the passes):
 
 (a) ``HardGate.check`` per decision, median and p99 (target: median <= 150 us, p99 <= 1 ms);
 (b) the same CEL programs run by the engine alone on contexts converted before timing - no fact
-    finding, no cost estimate, no worker process: the floor no gate can beat while it runs them;
+    finding, no cost estimate, no worker process: the floor no gate can beat while it runs them.
+    They run as the gate runs them, rewritten to read their ``args``/``facts`` paths as variables
+    (``policyguard/gate/celhoist.py``); (b0) is the same floor for the checks as written;
 (c) their ratio, taken within one process: the machine is shared and noisy, so absolute figures
     move between runs more than the ratio does;
 
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from policyguard.gate.cel import Activation, CelEvalError, CheckProgram
+from policyguard.gate.cel import Activation, CelEvalError, CheckProgram, union_hoists
 from policyguard.gate.facts import resolve_facts, resolve_principal
 from policyguard.gate.hardgate import HardGate
 from policyguard.trajectory.messages import ToolResultsView
@@ -41,12 +43,15 @@ def _cases_module() -> Any:
     return module
 
 
-def _floor_inputs(gate: HardGate, cases: list[Any]) -> list[list[tuple[CheckProgram, Activation]]]:
+Floor = list[list[tuple[CheckProgram, Activation, Any]]]
+
+
+def _floor_inputs(gate: HardGate, cases: list[Any], *, rewritten: bool = True) -> Floor:
     """Per case: the programs the gate would evaluate, each with its context already converted.
 
-    Built afresh for every pass: an activation also carries the decision's budget, which one pass spends.
+    Rewritten checks share one context of all their paths, as in the gate. Built afresh for every pass.
     """
-    out: list[list[tuple[CheckProgram, Activation]]] = []
+    out: Floor = []
     for call, trajectory, context, _ in cases:
         checklist = gate.checklist
         if not checklist.is_mutating(call.name):
@@ -58,11 +63,19 @@ def _floor_inputs(gate: HardGate, cases: list[Any]) -> list[list[tuple[CheckProg
         needed = set().union(*(p.fact_names() for p in programs)) if programs else set()
         facts = resolve_facts(checklist, call, view, needed, principal=principal)
         variables = {"args": call.arguments, "facts": facts.values, "principal": principal, "now": context.now}
-        activation = Activation(variables)
         runnable = [p for p in programs if p.fact_names() <= set(facts.values)]
-        for program in runnable:
-            activation.context(program._roots)  # convert now, outside the timing
-        out.append([(p, activation) for p in runnable])
+        shared = union_hoists(runnable) if rewritten else None
+        activation = Activation(variables, hoists=shared)
+        items = []
+        for program in runnable:  # convert now, outside the timing
+            hoisted = program._hoisted if rewritten and program._path is None else None
+            if hoisted is None:
+                items.append((program, activation, activation.context(program._roots)))
+            else:
+                assert shared is not None
+                activation._hoisted_contexts[hoisted[1]] = activation._hoisted_set(shared)
+                items.append((program, activation, (hoisted[0], activation.hoisted_context(hoisted[1]))))
+        out.append(items)
     return out
 
 
@@ -95,15 +108,20 @@ def _sent_apart(gate: HardGate, cases: list[Any]) -> int:
     return count
 
 
-def _time_floor(inputs: list[list[tuple[CheckProgram, Activation]]]) -> list[float]:
+def _time_floor(inputs: Floor) -> list[float]:
     clock = time.perf_counter
     times = []
     for programs in inputs:
         started = clock()
-        for program, activation in programs:
+        for program, activation, context in programs:
             try:  # the engine alone: no estimate, never the worker process
-                program._walk(activation.variables) if program._path is not None else program._execute(activation)
-            except CelEvalError:
+                if program._path is not None:
+                    program._walk(activation.variables)
+                elif isinstance(context, tuple):
+                    context[0].execute(context[1])
+                else:
+                    program._program.execute(context)
+            except (CelEvalError, KeyError, TypeError, ValueError, RuntimeError, ArithmeticError, IndexError):
                 pass
         times.append(clock() - started)
     return times
@@ -126,13 +144,15 @@ def main() -> None:
     gate = HardGate(checklist)
     _time_gate(gate, cases)  # warm-up: imports, first compilations, parsed results
     _time_floor(_floor_inputs(gate, cases))
-    gate_passes, floor_passes = [], []
+    gate_passes, floor_passes, written_passes = [], [], []
     for _ in range(max(3, args.repeat)):
         gate_passes.append(_time_gate(gate, cases))
         inputs = _floor_inputs(gate, cases)
         floor_passes.append(_time_floor(inputs))
+        written_passes.append(_time_floor(_floor_inputs(gate, cases, rewritten=False)))
     gate_median, gate_p99, gate_mean = _summary(gate_passes)
     floor_median, floor_p99, floor_mean = _summary(floor_passes)
+    written_median, written_p99, written_mean = _summary(written_passes)
     programs = sum(len(p) for p in inputs)
     apart = _sent_apart(gate, cases)
     print(f"decisions: {len(cases)} ({args.domain} replay), CEL programs: {programs}, passes: {len(gate_passes)}")
@@ -140,6 +160,7 @@ def main() -> None:
     print("                                          median      p99     mean   (us per decision)")
     print(f"(a) HardGate.check                       {gate_median:7.1f}  {gate_p99:7.1f}  {gate_mean:7.1f}")
     print(f"(b) the engine alone, converted contexts {floor_median:7.1f}  {floor_p99:7.1f}  {floor_mean:7.1f}")
+    print(f"(b0) the same, the checks as written     {written_median:7.1f}  {written_p99:7.1f}  {written_mean:7.1f}")
     print(
         f"(c) ratio (a) / (b)                       {gate_median / floor_median:7.2f}  "
         f"{gate_p99 / floor_p99:7.2f}  {gate_mean / floor_mean:7.2f} x"

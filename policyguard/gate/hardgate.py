@@ -60,8 +60,10 @@ from .cel import (
     CheckProgram,
     Roots,
     compile_check,
+    union_hoists,
     union_roots,
 )
+from .celhoist import Hoist
 from .factpaths import Trie, paths_trie, prune_facts, read_paths
 from .facts import (
     FactsResult,
@@ -162,7 +164,7 @@ class HardGate:
         self._programs = programs
         self._reads_principal = {rid for rid, program in programs.items() if "principal" in program.variables()}
         self._tries: dict[str, Trie | None] = {}
-        self._wides: dict[str, Roots] = {}
+        self._wides: dict[str, tuple[Roots, frozenset[Hoist]]] = {}
         self._plans: dict[str, tuple[bool, list[Requirement]]] = {}
         self._fact_lists: dict[str, list[str]] = {}
         self._closures: dict[str, list[str]] = {}
@@ -231,9 +233,11 @@ class HardGate:
         errors: list[str] = []
         trie = self._read_trie(call.name, requirements)
         cel_facts = facts.values if trie is None else prune_facts(facts.values, trie)
+        wide, hoists = self._wide_roots(call.name, requirements)
         variables = Activation(
             {"args": call.arguments, "facts": cel_facts, "principal": principal, "now": context.now},
-            wide=self._wide_roots(call.name, requirements),
+            wide=wide,
+            hoists=hoists,
         )
         for req in requirements:
             if req.check is None:
@@ -308,11 +312,13 @@ class HardGate:
             self._tries[tool] = trie
         return trie
 
-    def _wide_roots(self, tool: str, requirements: list[Requirement]) -> Roots:
-        """The keys of args and facts the tool's checks read: their shared context (computed once per tool)."""
+    def _wide_roots(self, tool: str, requirements: list[Requirement]) -> tuple[Roots, frozenset[Hoist]]:
+        """The keys of args and facts the tool's checks read, and the paths they read as variables
+        (:mod:`.celhoist`): their shared contexts (computed once per tool)."""
         found = self._wides.get(tool)
         if found is None:
-            found = union_roots(self._programs[r.id] for r in requirements if r.check is not None)
+            programs = [self._programs[r.id] for r in requirements if r.check is not None]
+            found = (union_roots(programs), union_hoists(programs))
             if len(self._wides) < _CACHED_TOOLS:
                 self._wides[tool] = found
         return found

@@ -167,12 +167,12 @@ def test_the_engine_time_of_a_decision_stays_within_the_budgets_time_plus_the_la
     estimate.
     """
     apart = _record_apart(monkeypatch)
-    program = compile_check("args.a.all(x, facts.b.size() > 0)")  # copies facts.b once per x: honest work
+    program = compile_check('args.a.all(x, facts.b.exists(y, y.k == "none"))')  # scans facts.b once per x
 
     def decision() -> list[float]:
         """The wall times of the checks one decision ran in process, with the collector off (a collection of
         the test process's heap once took 100 ms inside one check's timing, outside the engine)."""
-        activation = Activation({"args": {"a": list(range(5))}, "facts": {"b": [{"k": str(k)} for k in range(1_000)]}})
+        activation = Activation({"args": {"a": [0, 1]}, "facts": {"b": [{"k": str(k)} for k in range(1_000)]}})
         times: list[float] = []
         gc.disable()
         try:
@@ -187,7 +187,7 @@ def test_the_engine_time_of_a_decision_stays_within_the_budgets_time_plus_the_la
         return times
 
     # the best of three decisions: a scheduler pause on a shared machine is noise, a budget that does not hold
-    # (every check admitted: 400 x ~1.3 ms) fails all three
+    # (every check admitted: 400 x ~1 ms) fails all three
     runs = [decision() for _ in range(3)]
     assert apart, "the budget never ran out"
     assert all(len(times) > 1 for times in runs)  # more than the one check its estimate alone would admit

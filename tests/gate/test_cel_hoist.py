@@ -1,0 +1,227 @@
+"""A check runs rewritten with its ``args``/``facts`` paths as variables, and decides exactly as written.
+
+The rewrite only changes what the engine copies (:mod:`policyguard.gate.celhoist`). What it must never change:
+the value of a check, whether it fails, and the words of its failure - on any values, shipped checks and
+generated ones alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyguard.checklist.schema import load_checklist
+from policyguard.gate.cel import Activation, CelEvalError, CheckProgram, compile_check, union_hoists
+from policyguard.gate.celcost import parse
+from policyguard.gate.celhoist import MISSING, Hoist, hoist, hoist_name
+
+CHECKLISTS = sorted((Path(__file__).resolve().parents[2] / "checklists").glob("*.yaml"))
+NOW = datetime(2024, 5, 15, 15, tzinfo=timezone.utc)
+
+
+def _rewrite(source: str) -> tuple[str, frozenset[Hoist]] | None:
+    return hoist(source, parse(source))
+
+
+def _as_written(program: CheckProgram) -> CheckProgram:
+    return dataclasses.replace(program, _rewrite=None)
+
+
+def _outcome(program: CheckProgram, activation: Activation) -> tuple[str, Any]:
+    try:
+        return "value", program.evaluate(activation)
+    except CelEvalError as exc:
+        return "error", str(exc)
+
+
+# --- what is rewritten --------------------------------------------------------------------------------------
+
+
+def test_each_field_path_becomes_one_variable() -> None:
+    rewritten = _rewrite("facts.reservation.user_id == principal && args.amount <= 500")
+    assert rewritten is not None
+    text, hoists = rewritten
+    assert {(item.root, item.path, item.has) for item in hoists} == {
+        ("facts", ("reservation", "user_id"), False),
+        ("args", ("amount",), False),
+    }
+    names = {item.path: item.name for item in hoists}
+    assert text == f"{names['reservation', 'user_id']} == principal && {names['amount',]} <= 500"
+
+
+def test_a_path_stops_before_a_method_an_index_or_a_comprehension() -> None:
+    rewritten = _rewrite("facts.r.flights.exists(f, f.date == args.flights[0].date) && facts.r.flights.size() > 1")
+    assert rewritten is not None
+    assert {item.path for item in rewritten[1]} == {("r", "flights"), ("flights",)}
+    assert ".exists(f, f.date == " in rewritten[0] and "[0].date)" in rewritten[0]
+
+
+def test_has_of_a_fact_is_a_boolean_and_has_of_a_field_tests_the_hoisted_map() -> None:
+    rewritten = _rewrite("has(facts.user) && has(facts.user.membership)")
+    assert rewritten is not None
+    text, hoists = rewritten
+    assert {(item.path, item.has) for item in hoists} == {(("user",), True), (("user",), False)}
+    boolean = hoist_name("facts", ("user",), True)
+    assert text == f"{boolean} && has({hoist_name('facts', ('user',), False)}.membership)"
+
+
+def test_a_quoted_key_is_a_path_step_and_a_field_of_another_value_named_args_is_not_a_root() -> None:
+    rewritten = _rewrite('args["order id"] == "x" && facts.calls.all(c, c.args.date == "d")')
+    assert rewritten is not None
+    assert {(item.root, item.path) for item in rewritten[1]} == {("args", ("order id",)), ("facts", ("calls",))}
+    assert "c.args.date" in rewritten[0]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "args.size() > 0",  # the whole map
+        'facts["a"].size() > 0 && facts.size() > 1',
+        "args.items.all(facts, facts > 0) && facts.a == 1",  # a comprehension variable named facts
+        "args.items.all(_pgv_args_61, _pgv_args_61 > 0)",  # one named like a hoisted variable
+        "args[r'raw'] == 1",
+    ],
+)
+def test_a_check_that_reads_a_whole_map_or_shadows_a_root_runs_as_written(source: str) -> None:
+    assert _rewrite(source) is None
+    assert compile_check(source)._hoisted is None
+
+
+@given(st.lists(st.text(max_size=4), min_size=1, max_size=3), st.lists(st.text(max_size=4), min_size=1, max_size=3))
+def test_two_different_paths_never_share_a_variable(first: list[str], second: list[str]) -> None:
+    for has in (False, True):
+        same = hoist_name("facts", tuple(first), has) == hoist_name("facts", tuple(second), has)
+        assert same == (first == second)
+    assert hoist_name("facts", tuple(first), True) != hoist_name("facts", tuple(first), False)
+    assert hoist_name("args", tuple(first), False) != hoist_name("facts", tuple(first), False)
+
+
+def test_a_path_through_anything_but_a_plain_map_is_left_out_of_the_context() -> None:
+    item = Hoist("n", "facts", ("a", "b"))
+    assert item.value({"facts": {"a": {"b": None}}}) is None
+    assert item.value({"facts": {"a": [1]}}) is MISSING
+    assert item.value({"facts": {"a": "b"}}) is MISSING
+    assert item.value({"facts": {}}) is MISSING
+    assert Hoist("h", "facts", ("a", "b"), has=True).value({"facts": {"a": {"c": 1}}}) is False
+    assert Hoist("h", "facts", ("a", "b"), has=True).value({"facts": {"a": ["b"]}}) is MISSING
+
+
+# --- it decides as written ------------------------------------------------------------------------------------
+
+
+def test_a_rewritten_check_that_can_be_evaluated_is_not_evaluated_again_as_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    program = compile_check("facts.reservation.user_id == principal && has(facts.user)")
+
+    def as_written(*_: Any) -> Any:
+        raise AssertionError("the check ran as written")
+
+    monkeypatch.setattr(CheckProgram, "_execute", as_written)
+    assert program.holds({"facts": {"reservation": {"user_id": "u", "flights": [1] * 50}}, "principal": "u"}) is False
+    assert program.holds({"facts": {"reservation": {"user_id": "u"}, "user": {}}, "principal": "u"}) is True
+
+
+def test_a_failing_rewritten_check_fails_in_the_words_of_the_check_as_written() -> None:
+    program = compile_check("facts.reservation.user_id == principal")
+    assert program._hoisted is not None
+    with pytest.raises(CelEvalError) as caught:
+        program.holds({"facts": {"reservation": {}}, "principal": "u"})
+    assert "no such key or field 'user_id'" in str(caught.value)
+    assert "_pg" not in str(caught.value)
+
+
+def _shipped_checks() -> list[tuple[str, Any]]:
+    found = []
+    for path in CHECKLISTS:
+        checklist = load_checklist(path)
+        requirements = [r for spec in checklist.tools.values() for r in spec.requirements]
+        requirements += checklist.general_rules
+        found += [(f"{path.stem}:{r.id}", r) for r in requirements if r.check is not None]
+    return found
+
+
+SHIPPED = _shipped_checks()
+
+
+def test_every_shipped_engine_check_runs_rewritten() -> None:
+    programs = {rid: compile_check(req.check) for rid, req in SHIPPED}
+    engine = {rid: p for rid, p in programs.items() if p._path is None}
+    assert len(engine) > 60
+    assert [rid for rid, p in engine.items() if p._hoisted is None] == []
+
+
+@pytest.mark.parametrize(("rid", "req"), SHIPPED, ids=[rid for rid, _ in SHIPPED])
+def test_each_shipped_check_decides_its_examples_as_written(rid: str, req: Any) -> None:
+    program = compile_check(req.check)
+    for example in req.examples:
+        variables = {"args": example.args, "facts": example.facts, "principal": example.principal, "now": NOW}
+        assert _outcome(program, Activation(variables)) == _outcome(_as_written(program), Activation(variables))
+
+
+# --- generated checks over generated values: same value, same failure ----------------------------------------
+
+KEYS = ("a", "b", "c")
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["x", "y", ""]), st.just(1.5))
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, min_size=1, max_size=3)
+    ),
+    max_leaves=12,
+)
+MAPS = st.dictionaries(st.sampled_from(KEYS), VALUES, min_size=2, max_size=3)  # most paths resolve, some do not
+
+
+@st.composite
+def _paths(draw: st.DrawFn) -> str:
+    root = draw(st.sampled_from(["args", "facts"]))
+    steps = draw(st.lists(st.sampled_from([".a", ".b", ".c", '["a"]', "['b']"]), min_size=1, max_size=2))
+    return root + "".join(steps)
+
+
+LITERALS = st.sampled_from(["1", "1.5", '"x"', "null", "true", "[1]", '{"a": 1}'])
+
+
+def _checks() -> st.SearchStrategy[str]:
+    atoms = st.one_of(
+        st.builds(lambda p, v: f"{p} == {v}", _paths(), LITERALS),
+        st.builds(lambda p: f"has({p})", _paths().filter(lambda p: p.endswith((".a", ".b", ".c")))),
+        st.builds(lambda p: f"{p}.size() > 0", _paths()),
+        st.builds(lambda p, v: f"{p}.exists(v, v == {v})", _paths(), LITERALS),
+        st.builds(lambda p: f"{p}.all(v, has(v.a))", _paths()),
+        st.builds(lambda p, q: f"{p} in {q}", _paths(), _paths()),
+        st.builds(lambda p: f"principal == {p}", _paths()),
+    )
+    return st.recursive(
+        atoms,
+        lambda inner: st.one_of(
+            st.builds(lambda x, y: f"({x} && {y})", inner, inner),
+            st.builds(lambda x, y: f"({x} || {y})", inner, inner),
+            st.builds(lambda x: f"!({x})", inner),
+            st.builds(lambda x, y, z: f"({x} ? {y} : {z})", inner, inner, inner),
+        ),
+        max_leaves=4,
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_checks(), _checks(), MAPS, MAPS, st.sampled_from([None, "x"]))
+def test_a_rewritten_check_gives_the_value_or_the_failure_of_the_check_as_written(
+    source: str, other: str, args: dict[str, Any], facts: dict[str, Any], principal: str | None
+) -> None:
+    program = compile_check(source)
+    assert program._hoisted is not None
+    variables = {"args": args, "facts": facts, "principal": principal, "now": NOW}
+    expected = _outcome(_as_written(program), Activation(variables))
+    assert _outcome(program, Activation(variables)) == expected
+    # beside another check of the decision, sharing one context of both checks' paths
+    shared = Activation(variables, hoists=union_hoists([program, compile_check(other)]))
+    assert _outcome(compile_check(other), shared)[0] in ("value", "error")
+    assert _outcome(program, shared) == expected
