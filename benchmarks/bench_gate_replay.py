@@ -73,8 +73,8 @@ def _floor_inputs(gate: HardGate, cases: list[Any], *, rewritten: bool = True) -
                 items.append((program, activation, activation.context(program._roots)))
             else:
                 assert shared is not None
-                activation._hoisted_contexts[hoisted[1]] = activation._hoisted_set(shared)
-                items.append((program, activation, (hoisted[0], activation.hoisted_context(hoisted[1]))))
+                activation._hoisted_contexts[hoisted.hoists] = activation._hoisted_set(shared)
+                items.append((program, activation, (hoisted.program, activation.hoisted_context(hoisted.hoists))))
         out.append(items)
     return out
 

@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, NamedTuple
 
 from policyguard.errors import PolicyGuardError
 
@@ -81,6 +81,15 @@ from .celcost import (
     total_weight,
 )
 from .celhoist import Hoist, hoist, hoisted_values
+
+
+class Rewritten(NamedTuple):
+    """A check as it runs (:mod:`.celhoist`): compiled, its hoisted paths, and its own syntax tree and bound."""
+
+    program: Any
+    hoists: frozenset[Hoist]
+    tree: Node
+    bound: Bound
 
 CHECK_VARIABLES: frozenset[str] = frozenset({"args", "facts", "principal", "now"})
 HELPER_FUNCTIONS: frozenset[str] = frozenset({"ts", "sum_of"})
@@ -250,17 +259,15 @@ class Activation:
     ) -> bool:
         """Spend a check's estimated cost: True to evaluate it here, False to evaluate it apart (:meth:`isolated`).
 
-        ``hoists``: the check runs rewritten (:mod:`.celhoist`), over a context of those values, not of its
-        view. Raises :class:`CelBudgetError` when the estimate is over :data:`~policyguard.gate.celcost.MAX_STEPS`.
+        ``hoists``: the check runs rewritten (:mod:`.celhoist`): ``tree`` and ``bound`` are the rewritten
+        check's, estimated over those values, and its context holds them, not its view. Raises
+        :class:`CelBudgetError` when the estimate is over :data:`~policyguard.gate.celcost.MAX_STEPS`.
         """
-        view = self.view(roots)
+        view = self.view(roots) if hoists is None else self._hoisted_set(hoists)  # what the check reads
         if view.weight() < 0:  # too large to walk here: apart, where the deadline bounds it
             self._apart_cost = MAX_STEPS
             return False
         converted = self._converted(roots, view) if hoists is None else self._hoisted_for(hoists)
-        if converted.weight() < 0:
-            self._apart_cost = MAX_STEPS
-            return False
         convert = 0 if converted.context is not None else CONVERT_STEPS * converted.weight()
         cost = convert + (bound.poly[0] if bound.constant else bound(view.weight()))
         if self.spent + convert > self.budget and cost <= MAX_STEPS:  # apart whatever the estimate: skip its walk
@@ -397,7 +404,7 @@ def union_hoists(programs: Iterable[CheckProgram]) -> frozenset[Hoist]:
     for program in programs:
         hoisted = program._hoisted if program._cost is not None else None
         if hoisted is not None:
-            found |= hoisted[1]
+            found |= hoisted.hoists
     return frozenset(found)
 
 
@@ -461,7 +468,7 @@ class CheckProgram:
     _rewrite: _Rewrite | None = field(default=None, repr=False, compare=False)
 
     @property
-    def _hoisted(self) -> tuple[Any, frozenset[Hoist]] | None:
+    def _hoisted(self) -> Rewritten | None:
         """The check rewritten to read its paths as variables (:mod:`.celhoist`), compiled; None if it is not."""
         return None if self._rewrite is None else self._rewrite.get()
 
@@ -484,13 +491,12 @@ class CheckProgram:
         if self._cost is None:
             return self._execute(activation)
         hoisted = self._hoisted
-        if hoisted is not None:
-            program, hoists = hoisted
-            if not activation.charge(*self._cost, self.source, self._roots, hoists):
+        if hoisted is not None:  # charged by its own estimate over the values it is handed
+            if not activation.charge(hoisted.tree, hoisted.bound, self.source, self._roots, hoisted.hoists):
                 return activation.isolated(self.source, self._roots)
             started = time.perf_counter()
             try:
-                return program.execute(activation.hoisted_context(hoists))
+                return hoisted.program.execute(activation.hoisted_context(hoisted.hoists))
             except Exception:  # noqa: S110 - the original check, below, decides and names the problem
                 pass
             finally:
@@ -592,22 +598,25 @@ class _Rewrite:
     def __init__(self, source: str, tree: Node) -> None:
         self._source = source
         self._tree = tree
-        self._made: tuple[tuple[Any, frozenset[Hoist]] | None] | None = None
+        self._made: tuple[Rewritten | None] | None = None
 
-    def get(self) -> tuple[Any, frozenset[Hoist]] | None:
+    def get(self) -> Rewritten | None:
         made = self._made
         if made is None:
             made = self._made = (self._make(),)
         return made[0]
 
-    def _make(self) -> tuple[Any, frozenset[Hoist]] | None:
+    def _make(self) -> Rewritten | None:
         rewritten = hoist(self._source, self._tree)
         if rewritten is None:
             return None
+        text, hoists = rewritten
         try:
-            return engine().compile(rewritten[0]), rewritten[1]
-        except (ValueError, RuntimeError, TypeError):
+            program = engine().compile(text)
+            tree = parse(text)
+        except (ValueError, RuntimeError, TypeError):  # CostParseError is a ValueError
             return None
+        return Rewritten(program, hoists, tree, Bound(tree))
 
 
 def _fact_names(source: str) -> frozenset[str]:
