@@ -176,12 +176,15 @@ WHOLE: Roots = (None, None)
 class _View:
     """The part of a call's variables one check reads, with what the engine and the estimate need of it."""
 
-    def __init__(self, variables: dict[str, Any], memo: tuple[dict[int, int], dict[int, Any]]) -> None:
+    def __init__(
+        self, variables: dict[str, Any], memo: tuple[dict[int, int], dict[int, Any]], absent: Iterable[str] = ()
+    ) -> None:
         self.variables = variables
         self.context: Any = None
         self._memo = memo  # the activation's: values two checks read are walked once
         self._weight: int | None = None
         self._summary: Summary | None = None
+        self._absent = absent  # hoisted names whose paths the call lacks: reading one fails at once
 
     def weight(self) -> int:
         """The weight of the view (:func:`~policyguard.gate.celcost.total_weight`); -1 when over WALK_LIMIT."""
@@ -193,8 +196,11 @@ class _View:
         return self._weight
 
     def summary(self) -> Summary:
+        """The shapes of the view; an absent hoisted name is a scalar, as a field the input lacks is to the
+        estimate of the check as written (the engine stops there with an error), not the whole input."""
         if self._summary is None:
-            self._summary = Summary(self.variables, self._memo[1])
+            variables = {**self.variables, **dict.fromkeys(self._absent)} if self._absent else self.variables
+            self._summary = Summary(variables, self._memo[1])
         return self._summary
 
 
@@ -294,7 +300,9 @@ class Activation:
     def _hoisted_set(self, hoists: frozenset[Hoist]) -> _View:
         found = self._hoisted.get(hoists)
         if found is None:
-            found = self._hoisted[hoists] = _View(hoisted_values(hoists, self.variables), self._memo)
+            values = hoisted_values(hoists, self.variables)
+            absent = [item.name for item in hoists if item.name not in values]
+            found = self._hoisted[hoists] = _View(values, self._memo, absent)
         return found
 
     def _hoisted_for(self, hoists: frozenset[Hoist]) -> _View:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from policyguard.checklist.schema import load_checklist
 from policyguard.gate.cel import Activation, CelEvalError, CheckProgram, compile_check, union_hoists
-from policyguard.gate.celcost import parse
+from policyguard.gate.celcost import ISOLATED_SECONDS, parse
 from policyguard.gate.celhoist import MISSING, Hoist, hoist, hoist_name
 
 CHECKLISTS = sorted((Path(__file__).resolve().parents[2] / "checklists").glob("*.yaml"))
@@ -225,3 +225,15 @@ def test_a_rewritten_check_gives_the_value_or_the_failure_of_the_check_as_writte
     shared = Activation(variables, hoists=union_hoists([program, compile_check(other)]))
     assert _outcome(compile_check(other), shared)[0] in ("value", "error")
     assert _outcome(program, shared) == expected
+
+
+def test_a_path_the_call_lacks_is_charged_as_the_failure_it_is_not_as_the_largest_value() -> None:
+    """As written, ``facts.x.items`` on a record without ``items`` stops with an error at once, and the estimate
+    says so; rewritten, the missing variable must not be charged as if it held the whole input (a 20,000-item
+    fact beside it would send a true check to the worker process, or refuse it)."""
+    program = compile_check("!has(facts.x.items) || facts.x.items.all(i, facts.big.exists(b, b == i))")
+    variables = {"facts": {"x": {"id": 1}, "big": list(range(20_000))}, "principal": None}
+    activation = Activation(variables)
+    assert program.holds(activation) is True
+    assert activation.spent > 0  # admitted by its estimate and evaluated here, not sent apart
+    assert activation.isolated_left == pytest.approx(ISOLATED_SECONDS)
