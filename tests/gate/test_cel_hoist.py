@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from policyguard.checklist.schema import load_checklist
 from policyguard.gate.cel import Activation, CelEvalError, CheckProgram, compile_check, union_hoists
-from policyguard.gate.celcost import ISOLATED_SECONDS, parse
+from policyguard.gate.celcost import ISOLATED_SECONDS, estimate, parse
 from policyguard.gate.celhoist import MISSING, Hoist, hoist, hoist_name
 
 CHECKLISTS = sorted((Path(__file__).resolve().parents[2] / "checklists").glob("*.yaml"))
@@ -237,3 +237,32 @@ def test_a_path_the_call_lacks_is_charged_as_the_failure_it_is_not_as_the_larges
     assert program.holds(activation) is True
     assert activation.spent > 0  # admitted by its estimate and evaluated here, not sent apart
     assert activation.isolated_left == pytest.approx(ISOLATED_SECONDS)
+
+
+def _estimates(program: CheckProgram, variables: dict[str, Any]) -> tuple[int, int]:
+    """(as written, rewritten): each form's estimate over what it reads."""
+    hoisted = program._hoisted
+    assert hoisted is not None and program._cost is not None
+    activation = Activation(variables)
+    written = estimate(program._cost[0], activation.view(program._roots).summary())
+    return written, estimate(hoisted.tree, activation._hoisted_set(hoisted.hoists).summary())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_checks(), MAPS, MAPS)
+def test_rewriting_never_makes_a_check_look_costlier(source: str, args: dict[str, Any], facts: dict[str, Any]) -> None:
+    """A rewritten check is charged by its own estimate: were it above the estimate as written, the rewrite
+    could send a check apart, or refuse it, that ran here before."""
+    written, rewritten = _estimates(compile_check(source), {"args": args, "facts": facts, "principal": "x", "now": NOW})
+    assert rewritten <= written
+
+
+def test_no_shipped_check_looks_costlier_rewritten_on_its_examples() -> None:
+    for _, req in SHIPPED:
+        program = compile_check(req.check)
+        if program._path is not None:
+            continue
+        for example in req.examples:
+            variables = {"args": example.args, "facts": example.facts, "principal": example.principal, "now": NOW}
+            written, rewritten = _estimates(program, variables)
+            assert rewritten <= written, req.id
