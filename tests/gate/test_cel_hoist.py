@@ -266,3 +266,24 @@ def test_no_shipped_check_looks_costlier_rewritten_on_its_examples() -> None:
             variables = {"args": example.args, "facts": example.facts, "principal": example.principal, "now": NOW}
             written, rewritten = _estimates(program, variables)
             assert rewritten <= written, req.id
+
+
+def test_threads_that_first_use_one_check_together_each_get_its_answer() -> None:
+    """The rewritten form is made on first use, by whichever thread comes first (two may both make it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    source = "facts.order.items.all(i, i.qty > 0) && facts.order.user == principal"
+    cases = [({"order": {"items": [{"qty": q}], "user": "u"}}, "u" if q % 3 else "v") for q in range(-4, 12)]
+    expected = [
+        _outcome(_as_written(compile_check(source)), Activation({"facts": f, "principal": p})) for f, p in cases
+    ]
+
+    def decide(program: CheckProgram, case: tuple[dict[str, Any], str]) -> tuple[str, Any]:
+        return _outcome(program, Activation({"facts": case[0], "principal": case[1]}))
+
+    for _ in range(5):
+        program = compile_check(source)  # a fresh program: nothing made yet
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(decide, [program] * len(cases), cases))
+        assert got == expected
+        assert program._hoisted is not None
