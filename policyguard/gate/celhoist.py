@@ -19,8 +19,10 @@ says what is wrong in its own words (:meth:`policyguard.gate.cel.CheckProgram.ev
 A check is not rewritten (``None``) when it reads ``args`` or ``facts`` as a
 whole (``args.size()``, ``facts[k]``), binds a comprehension variable named
 ``args``, ``facts`` or with the hoisted names' prefix, or indexes with a
-string that is not a plain literal. ``tests/gate/test_cel_hoist.py`` compares
-both forms on generated values and on every shipped check.
+string that is not a plain literal (raw, bytes, triple-quoted, or with an
+escape: CEL's escapes are not all Python's, and the key must be the one the
+engine reads). ``tests/gate/test_cel_hoist.py`` compares both forms on
+generated values and on every shipped check.
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
                 following += 2
             elif text(following) == "[" and text(following + 2) == "]" and tokens[following + 1][0] == "string":
                 literal = tokens[following + 1][1]
-                if literal[0] not in "'\"" or literal.startswith(("'''", '"""')):
-                    return None
+                if literal[0] not in "'\"" or literal.startswith(("'''", '"""')) or "\\" in literal:
+                    return None  # raw, bytes, triple-quoted or escaped: CEL's reading may not be Python's
                 key = ast.literal_eval(literal)
                 if not isinstance(key, str):
                     return None

@@ -86,6 +86,7 @@ def test_a_quoted_key_is_a_path_step_and_a_field_of_another_value_named_args_is_
         "args.items.all(facts, facts > 0) && facts.a == 1",  # a comprehension variable named facts
         "args.items.all(_pgv_args_61, _pgv_args_61 > 0)",  # one named like a hoisted variable
         "args[r'raw'] == 1",
+        'facts["a\\x62"] == 1',  # an escape: the key must be read as the engine reads it
     ],
 )
 def test_a_check_that_reads_a_whole_map_or_shadows_a_root_runs_as_written(source: str) -> None:
