@@ -47,6 +47,7 @@ SHAPES: tuple[str, ...] = (
     "facts.b.all(x, x.v >= 0) && facts.o.b.all(x, x.k != '')",
     "[0, 1, 2, 3, 4, 5, 6, 7].filter(i, i < args.a.size()).all(i, facts.b.exists(y, y.k != args.a[i].k))",
     "args.a.all(x, [facts.o][0].b.size() > 0)",  # copies that survive the rewrite: an index, then a field
+    "args.a.all(x, !has(x.k.z) || x.v.w > 0)",  # fields of a string and of a number: an error at once, a step
 )
 SIZES: tuple[tuple[int, int], ...] = ((10, 10), (50, 200), (200, 50), (100, 1000), (1000, 100), (20, 5000))
 

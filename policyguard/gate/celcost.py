@@ -22,6 +22,8 @@ of the items, entries and scalars inside it, strings by 256 characters), not one
 step: ``args.flights.all(f, facts.searches.exists(...))`` is flights x the
 weight of ``facts.searches``. Before that rule a shipped airline check was
 estimated far under the budget and ran 24 s on a request under the body limit.
+A field of a number, a bool, null or a short string (or of a field the input
+lacks) costs a step: the engine stops there with an error.
 A bare name is a reference, not a copy: ``facts``, ``args`` or a comprehension's
 ``c`` costs one step however large it is (measured: ``facts.s`` in a loop beside a
 3,000-item fact, or ``b.size()`` on a comprehension's 3,000-item ``b``, takes the
@@ -523,7 +525,9 @@ def _step(node: Node) -> _Step:
 
         def select(env: _Estimate) -> tuple[int, Shape]:
             steps, shape = parent(env)
-            fields = shape.fields
+            if shape is SCALAR:  # a field of a number, a bool, null or a short string: an error at once
+                return 1 + steps, SCALAR
+            fields = shape.fields  # None: a value whose fields are not known (a join, dyn()): it may be anything
             found = env.everything if fields is None else fields.get(name, SCALAR)
             return 1 + steps + found.weight, found
 

@@ -258,6 +258,18 @@ def test_rewriting_never_makes_a_check_look_costlier(source: str, args: dict[str
     assert rewritten <= written
 
 
+def test_a_field_of_a_scalar_is_charged_as_the_failure_it_is_both_ways() -> None:
+    """Found by the property above: rewritten, ``v`` below is exactly a's items (nulls), and reading ``v.a`` was
+    charged as the whole input; as written, ``args["a"]`` merged a's and b's items, whose fields are known. The
+    engine stops at once on a field of a null, so both are charged a step for it."""
+    source = '(has(args.a) ? args.b.size() > 0 : args["a"].all(v, has(v.a)))'
+    variables = {"args": {"a": [None, None], "b": [{"a": None}]}, "facts": {}, "principal": "x", "now": NOW}
+    written, rewritten = _estimates(compile_check(source), variables)
+    assert rewritten <= written
+    big = {"args": {"l": [None] * 1_000}, "facts": {"big": list(range(20_000))}, "principal": "x", "now": NOW}
+    assert max(_estimates(compile_check("args.l.all(v, !has(v.a)) && facts.big.size() > 0"), big)) < 50_000
+
+
 def test_no_shipped_check_looks_costlier_rewritten_on_its_examples() -> None:
     for _, req in SHIPPED:
         program = compile_check(req.check)
