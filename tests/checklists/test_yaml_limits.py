@@ -187,9 +187,9 @@ def test_any_alias_fan_out_is_either_loaded_or_refused_quickly(width: int, level
     lines = [f"x0: &a0 [{', '.join(['v'] * width)}]"]
     for level in range(1, levels):
         lines.append(f"x{level}: &a{level} [{', '.join([f'*a{level - 1}'] * width)}]")
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a busy machine's scheduling is not the loader's work
     try:
         load_yaml_text("\n".join(lines), file="c.yaml")
     except ChecklistError as exc:
         assert exc.message.startswith("too many aliases") and exc.line is not None
-    assert time.perf_counter() - started < 0.5
+    assert time.process_time() - started < 0.5  # the worst case takes ~0.06 s; unbounded, 12**12 nodes
