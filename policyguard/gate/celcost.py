@@ -99,18 +99,29 @@ def parse(source: str) -> Node:
     return _Parser(source).whole()
 
 
+Token = tuple[str, str, int, int]
+"""(kind, text, start, end): kind is string, number, name or op."""
+
+
+def tokens(source: str) -> list[Token]:
+    """The tokens of ``source``, spaces and comments left out; raises :class:`CostParseError` on a character
+    no token starts with."""
+    found: list[Token] = []
+    position = 0
+    while position < len(source):
+        match = _TOKEN.match(source, position)
+        if match is None:
+            raise CostParseError(f"unexpected character {source[position]!r} at offset {position}")
+        kind = match.lastgroup or ""
+        if kind != "space":
+            found.append((kind, match.group(), match.start(), match.end()))
+        position = match.end()
+    return found
+
+
 class _Parser:
     def __init__(self, source: str) -> None:
-        self.tokens: list[tuple[str, str]] = []
-        position = 0
-        while position < len(source):
-            match = _TOKEN.match(source, position)
-            if match is None:
-                raise CostParseError(f"unexpected character {source[position]!r} at offset {position}")
-            kind = match.lastgroup or ""
-            if kind != "space":
-                self.tokens.append((kind, match.group()))
-            position = match.end()
+        self.tokens: list[tuple[str, str]] = [(kind, text) for kind, text, _, _ in tokens(source)]
         self.at = 0
 
     def whole(self) -> Node:

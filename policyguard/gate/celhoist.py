@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .celcost import _TOKEN, Node
+from .celcost import CostParseError, Node, Token, tokens
 
 PREFIX = "_pg"
 _ROOTS = frozenset({"args", "facts"})
@@ -89,25 +89,20 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
     """
     if any(name in _ROOTS or name.startswith(PREFIX) for name in _bound_names(tree)):
         return None
-    tokens: list[tuple[str, str, int, int]] = []
-    position = 0
-    while position < len(source):
-        match = _TOKEN.match(source, position)
-        if match is None:  # parse() accepted it, so this does not happen; decline rather than guess
-            return None
-        if match.lastgroup != "space":
-            tokens.append((match.lastgroup or "", match.group(), match.start(), match.end()))
-        position = match.end()
+    try:
+        found: list[Token] = tokens(source)
+    except CostParseError:  # parse() accepted it, so this does not happen; decline rather than guess
+        return None
 
     def text(index: int) -> str:
-        return tokens[index][1] if 0 <= index < len(tokens) else ""
+        return found[index][1] if 0 <= index < len(found) else ""
 
     out: list[str] = []
     hoists: set[Hoist] = set()
     copied = 0  # the source up to here is in out
     at = 0
-    while at < len(tokens):
-        kind, word, start, _ = tokens[at]
+    while at < len(found):
+        kind, word, start, _ = found[at]
         if kind != "name" or word not in _ROOTS or text(at - 1) == ".":
             at += 1
             continue
@@ -115,21 +110,21 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
         ends: list[int] = []  # the end offset of each key's last token
         following = at + 1
         while True:
-            if text(following) == "." and tokens[following + 1 : following + 2] and tokens[following + 1][0] == "name":
+            if text(following) == "." and found[following + 1 : following + 2] and found[following + 1][0] == "name":
                 if text(following + 2) == "(":  # a method call on the path: not a field
                     break
-                keys.append(tokens[following + 1][1])
-                ends.append(tokens[following + 1][3])
+                keys.append(found[following + 1][1])
+                ends.append(found[following + 1][3])
                 following += 2
-            elif text(following) == "[" and text(following + 2) == "]" and tokens[following + 1][0] == "string":
-                literal = tokens[following + 1][1]
+            elif text(following) == "[" and text(following + 2) == "]" and found[following + 1][0] == "string":
+                literal = found[following + 1][1]
                 if literal[0] not in "'\"" or literal.startswith(("'''", '"""')) or "\\" in literal:
                     return None  # raw, bytes, triple-quoted or escaped: CEL's reading may not be Python's
                 key = ast.literal_eval(literal)
                 if not isinstance(key, str):
                     return None
                 keys.append(key)
-                ends.append(tokens[following + 2][3])
+                ends.append(found[following + 2][3])
                 following += 3
             else:
                 break
@@ -138,8 +133,8 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
         in_has = text(at - 1) == "(" and text(at - 2) == "has" and text(at - 3) != "." and text(following) == ")"
         if in_has and len(keys) == 1:  # has(facts.x): one boolean, replacing the whole call
             item = Hoist(hoist_name(word, tuple(keys), True), word, tuple(keys), has=True)
-            out += [source[copied : tokens[at - 2][2]], item.name]
-            copied = tokens[following][3]
+            out += [source[copied : found[at - 2][2]], item.name]
+            copied = found[following][3]
             hoists.add(item)
             at = following + 1
             continue
