@@ -58,7 +58,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any, NamedTuple
 
@@ -81,6 +81,7 @@ from .celcost import (
     total_weight,
 )
 from .celhoist import Hoist, hoist, hoisted_values
+from .celproject import Budget, needs, union
 
 
 class Rewritten(NamedTuple):
@@ -248,6 +249,9 @@ class Activation:
         self._wide = wide
         self._contexts: dict[Roots, _View] = {}  # the view whose context each admitted check's roots use
         self._hoists = hoists  # every hoisted path of the decision's checks: their shared context
+        self._joined = {item.name: item for item in hoists} if hoists else {}  # each with what all checks read
+        self._read: dict[str, Any] = {}  # each hoisted value, read (and cut) once per call
+        self._cuts = Budget(WALK_LIMIT)  # the items all of the call's cuts may walk
         self._hoisted: dict[frozenset[Hoist], _View] = {}
         self._hoisted_contexts: dict[frozenset[Hoist], _View] = {}  # as _contexts, for rewritten checks
         self._memo: tuple[dict[int, int], dict[int, Any]] = ({}, {})
@@ -300,7 +304,9 @@ class Activation:
     def _hoisted_set(self, hoists: frozenset[Hoist]) -> _View:
         found = self._hoisted.get(hoists)
         if found is None:
-            values = hoisted_values(hoists, self.variables)
+            joined = self._joined
+            cut = frozenset(joined.get(item.name, item) for item in hoists)  # each with what all checks read
+            values = hoisted_values(cut, self.variables, self._read, self._cuts)
             absent = [item.name for item in hoists if item.name not in values]
             found = self._hoisted[hoists] = _View(values, self._memo, absent)
         return found
@@ -408,12 +414,21 @@ def union_roots(programs: Iterable[CheckProgram]) -> Roots:
 
 def union_hoists(programs: Iterable[CheckProgram]) -> frozenset[Hoist]:
     """The hoisted paths of every rewritten check among ``programs``: the variables of their shared context."""
-    found: set[Hoist] = set()
+    found: dict[str, list[Hoist]] = {}
     for program in programs:
         hoisted = program._hoisted if program._cost is not None else None
         if hoisted is not None:
-            found |= hoisted.hoists
-    return frozenset(found)
+            for item in hoisted.hoists:
+                found.setdefault(item.name, []).append(item)
+    return frozenset(_joined(items) for items in found.values())
+
+
+def _joined(items: list[Hoist]) -> Hoist:
+    """One hoist for the checks that share its path: it keeps what any of them reads."""
+    read = [item.need for item in items if item.need is not None]
+    if len(items) == 1 or len(read) < len(items):
+        return items[0] if len(items) == 1 else replace(items[0], need=None)
+    return replace(items[0], need=union(read))
 
 
 def roots_of(tree: Node) -> Roots:
@@ -624,6 +639,8 @@ class _Rewrite:
             tree = parse(text)
         except (ValueError, RuntimeError, TypeError):  # CostParseError is a ValueError
             return None
+        read = needs(tree, [item.name for item in hoists if not item.has])
+        hoists = frozenset(replace(item, need=read.get(item.name)) for item in hoists)
         return Rewritten(program, hoists, tree, Bound(tree))
 
 

@@ -290,10 +290,12 @@ class Shape:
             parts = [s.values for s in shapes if s.values is not None]
             self.values = _merge(parts) if parts else None
             by_field: dict[str, list[Shape]] = {}
+            maps = False  # fields are known when any is a map: a field of a list or a long string is an error
             for s in shapes:
+                maps = maps or s.fields is not None
                 for key, child in (s.fields or {}).items():
                     by_field.setdefault(key, []).append(child)
-            self.fields = {key: _merge(children) for key, children in by_field.items()} if by_field else None
+            self.fields = {key: _merge(children) for key, children in by_field.items()} if maps else None
 
 
 SCALAR = Shape()

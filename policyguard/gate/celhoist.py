@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from .celcost import CostParseError, Node, Token, tokens
+from .celcost import WALK_LIMIT, CostParseError, Node, Token, tokens
+from .celproject import Budget, Need, TooLarge, project
 
 PREFIX = "_pg"
 _ROOTS = frozenset({"args", "facts"})
@@ -48,6 +49,7 @@ class Hoist:
     root: str
     path: tuple[str, ...]
     has: bool = False
+    need: Need | None = field(default=None, compare=False)  # what the checks read of it (:mod:`.celproject`)
 
     def value(self, variables: Mapping[str, Any]) -> Any:
         """The variable's value for these call variables; :data:`MISSING` when its path does not resolve.
@@ -149,11 +151,40 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
     return "".join(out), frozenset(hoists)
 
 
-def hoisted_values(hoists: frozenset[Hoist], variables: Mapping[str, Any]) -> dict[str, Any]:
-    """The context of a rewritten check: each hoist that resolves, and ``principal`` and ``now`` as they are."""
+def hoisted_values(
+    hoists: frozenset[Hoist],
+    variables: Mapping[str, Any],
+    read: dict[str, Any] | None = None,
+    budget: Budget | None = None,
+) -> dict[str, Any]:
+    """The context of a rewritten check: each hoist that resolves, cut to what is read of it
+    (:func:`~policyguard.gate.celproject.project`), and ``principal`` and ``now`` as they are.
+
+    ``read``: the values already read for this call, by name (a decision's checks share them, so each value
+    is cut once and walked once); a value read here is added to it. ``budget``: the items the call's cuts may
+    walk, :data:`~policyguard.gate.celcost.WALK_LIMIT` unless given; a value left when it is spent is handed
+    whole (the caller's own walk of it then finds it too large to evaluate here).
+    """
+    read = {} if read is None else read
+    budget = Budget(WALK_LIMIT) if budget is None else budget
     values = {name: variables[name] for name in ("principal", "now") if name in variables}
     for item in hoists:
-        found = item.value(variables)
+        found = read.get(item.name, _UNREAD)
+        if found is _UNREAD:
+            found = read[item.name] = _read(item, variables, budget)
         if found is not MISSING:
             values[item.name] = found
     return values
+
+
+_UNREAD: Any = object()
+
+
+def _read(item: Hoist, variables: Mapping[str, Any], budget: Budget) -> Any:
+    found = item.value(variables)
+    if found is MISSING or item.need is None:
+        return found
+    try:
+        return project(found, item.need, budget)
+    except TooLarge:
+        return found
