@@ -61,9 +61,13 @@ class Batch:
 
     def __init__(self, session: Session, host: HostState, last_message: int, said: Mapping[str, int]) -> None:
         self.session = session
-        self.host_open: dict[str, SiteRef] = dict(host.open)
-        self.host_answered = set(host.answered)
-        self.matched = set(host.matched)
+        self.host_open: dict[str, SiteRef] = dict(host.open)  # small: the calls the host has not answered
+        # The answered ids and matched sites grow with the history: read in place, changed only by settle (so a
+        # batch that raises leaves them as they were); what this batch changes is kept beside them.
+        self._answered = host.answered
+        self._answered_now: dict[str, bool] = {}  # call id -> whether it is answered once the batch is in
+        self._matched = host.matched
+        self._matched_now: set[int] = set()
         self.message = last_message  # the newest message number the record holds
         self.events: list[dict[str, Any]] = []  # NewEvent fields; 'answers' may be ("new", k)
         self._said = said  # the record's words, each at the place it was first said
@@ -105,7 +109,7 @@ class Batch:
             self.message += 1
             number = self.message
         for position, (call, at) in enumerate(zip(calls, found, strict=True)):
-            self.host_answered.discard(call.id)
+            self._answered_now[call.id] = False
             ref: SiteRef
             if at is None:
                 self.events.append(
@@ -136,10 +140,10 @@ class Batch:
         session = self.session
         for at in session.sites_of(call.id):
             site = session.sites[at]
-            if at in self.matched:
+            if at in self._matched or at in self._matched_now:
                 continue
             if (site.call.name, site.call.arguments) == (call.name, call.arguments):
-                self.matched.add(at)
+                self._matched_now.add(at)
                 return at
         return None
 
@@ -148,10 +152,10 @@ class Batch:
         assert call_id is not None
         target = self.host_open.pop(call_id, None)
         if target is None:
-            if call_id in self.host_answered:
+            if self._answered_now.get(call_id, call_id in self._answered):
                 raise DuplicateCallId(call_id, "has two results")
             return  # answers no call the host showed: not trusted
-        self.host_answered.add(call_id)
+        self._answered_now[call_id] = True
         answers: Any = target
         if isinstance(target, int):
             site = self.session.sites[target]
@@ -192,11 +196,17 @@ class Batch:
             if isinstance(ref, tuple):
                 ref = site_at[seqs[ref[1]]]
             opened[call_id] = ref
-        matched = set(self.matched)
+        answered, matched = self._answered, self._matched  # the last state's: it is replaced by this one
+        for call_id, now in self._answered_now.items():
+            if now:
+                answered.add(call_id)
+            else:
+                answered.discard(call_id)
+        matched |= self._matched_now
         for index, fields in enumerate(self.events):
             if fields["kind"] == "call":
                 matched.add(site_at[seqs[index]])
-        return HostState(open=opened, answered=self.host_answered, matched=matched)
+        return HostState(open=opened, answered=answered, matched=matched)
 
 
 def host_start(host: HostState, messages: list[Message]) -> int | None:

@@ -15,6 +15,7 @@ import pytest
 from policyguard import Guard, Message, ToolCall, Trajectory
 from policyguard.audit.trace import Trace
 from policyguard.session import MemorySessionStore, SessionEvicted
+from policyguard.trajectory.messages import DuplicateCallId
 
 from .credits import answer, asked, call, credit, make_guard
 
@@ -141,6 +142,20 @@ def test_an_ambiguous_history_is_refused_and_records_nothing():
     assert guard.sessions.session_events(session.id) == [
         e for e in guard.sessions.session_events(session.id) if e.kind == "call" and e.judged == "block"
     ]
+
+
+def test_a_history_refused_as_ambiguous_leaves_what_the_record_knew_of_the_host_as_it_was():
+    """An observe that raises records nothing and forgets nothing: a read answered before stays answered (the
+    refused part reused its id), so a second result for it is still refused when the history is read again."""
+    guard = make_guard()
+    session = guard.session()
+    history = [asked(call("r1", "get_account", account_id="A1")), answer("r1", {"account_id": "A1"})]
+    session.observe(Trajectory(messages=history))
+    twice = asked(call("z", "get_account", account_id="A3"), call("z", "get_account", account_id="A4"))
+    with pytest.raises(DuplicateCallId, match="twice in one message"):
+        session.observe(Trajectory(messages=[*history, asked(call("r1", "get_account", account_id="A2")), twice]))
+    with pytest.raises(DuplicateCallId, match="has two results"):
+        session.observe(Trajectory(messages=[*history, answer("r1", {"account_id": "A1"})]))
 
 
 def test_an_evicted_session_refuses_writes_and_says_why_but_reads_pass():
