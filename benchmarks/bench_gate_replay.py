@@ -8,7 +8,9 @@ median over the passes):
 (b) the same CEL programs run by the engine alone on contexts converted before timing - no fact
     finding, no cost estimate, no worker process: the floor no gate can beat while it runs them.
     They run as the gate runs them, rewritten to read their ``args``/``facts`` paths as variables
-    (``policyguard/gate/celhoist.py``); (b0) is the same floor for the checks as written;
+    (``policyguard/gate/celhoist.py``), each value cut to what the checks read
+    (``policyguard/gate/celproject.py``); (b0) is the same floor for the checks as written, over
+    whole values;
 (c) their ratio, taken within one process: the machine is shared and noisy, so absolute figures
     move between runs more than the ratio does;
 

@@ -40,16 +40,23 @@ _ROOTS = frozenset({"args", "facts"})
 MISSING: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Hoist:
     """One variable of a rewritten check: the value at ``path`` in ``root``, or (``has``) whether its last key
-    is in the map before it."""
+    is in the map before it. Equal when named alike (:func:`hoist_name` names each root, path and ``has``
+    apart), whatever their ``need``; hashed by the name, whose hash Python keeps."""
 
     name: str
     root: str
     path: tuple[str, ...]
     has: bool = False
-    need: Need | None = field(default=None, compare=False)  # what the checks read of it (:mod:`.celproject`)
+    need: Need | None = field(default=None)  # what the checks read of it (:mod:`.celproject`)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hoist) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
     def value(self, variables: Mapping[str, Any]) -> Any:
         """The variable's value for these call variables; :data:`MISSING` when its path does not resolve.
