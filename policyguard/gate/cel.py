@@ -250,7 +250,7 @@ class Activation:
         self._contexts: dict[Roots, _View] = {}  # the view whose context each admitted check's roots use
         self._hoists = hoists  # every hoisted path of the decision's checks: their shared context
         self._joined = {item.name: item for item in hoists} if hoists else {}  # each with what all checks read
-        self._read: dict[str, Any] = {}  # each hoisted value, read (and cut) once per call
+        self._read: dict[tuple[str, int], Any] = {}  # each hoisted value, read (and cut) once per call and need
         self._cuts = Budget(WALK_LIMIT)  # the items all of the call's cuts may walk
         self._hoisted: dict[frozenset[Hoist], _View] = {}
         self._hoisted_contexts: dict[frozenset[Hoist], _View] = {}  # as _contexts, for rewritten checks
@@ -317,9 +317,10 @@ class Activation:
         found = self._hoisted_contexts.get(hoists)
         if found is not None:
             return found
-        if self._hoists is None or not hoists <= self._hoists:
+        every = self._hoists
+        if every is None or not all(item.name in self._joined for item in hoists):
             return self._hoisted_set(hoists)
-        shared = self._hoisted_set(self._hoists)
+        shared = self._hoisted_set(every)
         if shared.context is not None:
             return shared
         weight = shared.weight()

@@ -290,7 +290,7 @@ class Shape:
             parts = [s.values for s in shapes if s.values is not None]
             self.values = _merge(parts) if parts else None
             by_field: dict[str, list[Shape]] = {}
-            maps = False  # fields are known when any is a map: a field of a list or a long string is an error
+            maps = False  # fields are known when any is a map or a list: a field of a long string is an error
             for s in shapes:
                 maps = maps or s.fields is not None
                 for key, child in (s.fields or {}).items():
@@ -334,6 +334,7 @@ class Summary:
             children = [self._shape(child) for child in value]
             shape = Shape(len(value), 1 + len(children) + sum(child.weight for child in children))
             shape.defer("items", children)
+            shape.fields = {}  # a list has no fields: reading one is an error at once, not an unknown value
         return shape
 
 

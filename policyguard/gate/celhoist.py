@@ -44,7 +44,8 @@ MISSING: Any = object()
 class Hoist:
     """One variable of a rewritten check: the value at ``path`` in ``root``, or (``has``) whether its last key
     is in the map before it. Equal when named alike (:func:`hoist_name` names each root, path and ``has``
-    apart), whatever their ``need``; hashed by the name, whose hash Python keeps."""
+    apart) and cut by the same need (two needs of one path are two cuts of its value); hashed by the name,
+    whose hash Python keeps."""
 
     name: str
     root: str
@@ -53,7 +54,7 @@ class Hoist:
     need: Need | None = field(default=None)  # what the checks read of it (:mod:`.celproject`)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Hoist) and other.name == self.name
+        return isinstance(other, Hoist) and other.name == self.name and other.need is self.need
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -161,14 +162,15 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
 def hoisted_values(
     hoists: frozenset[Hoist],
     variables: Mapping[str, Any],
-    read: dict[str, Any] | None = None,
+    read: dict[tuple[str, int], Any] | None = None,
     budget: Budget | None = None,
 ) -> dict[str, Any]:
     """The context of a rewritten check: each hoist that resolves, cut to what is read of it
     (:func:`~policyguard.gate.celproject.project`), and ``principal`` and ``now`` as they are.
 
-    ``read``: the values already read for this call, by name (a decision's checks share them, so each value
-    is cut once and walked once); a value read here is added to it. ``budget``: the items the call's cuts may
+    ``read``: the values already read for this call, by name and need (a decision's checks share the
+    decision's need of each path, so each value is cut once and walked once; two needs of one path are two
+    cuts); a value read here is added to it. ``budget``: the items the call's cuts may
     walk, :data:`~policyguard.gate.celcost.WALK_LIMIT` unless given; a value left when it is spent is handed
     whole (the caller's own walk of it then finds it too large to evaluate here).
     """
@@ -176,9 +178,10 @@ def hoisted_values(
     budget = Budget(WALK_LIMIT) if budget is None else budget
     values = {name: variables[name] for name in ("principal", "now") if name in variables}
     for item in hoists:
-        found = read.get(item.name, _UNREAD)
+        key = (item.name, id(item.need))  # a need lives as long as its check or the gate's cache of the tool
+        found = read.get(key, _UNREAD)
         if found is _UNREAD:
-            found = read[item.name] = _read(item, variables, budget)
+            found = read[key] = _read(item, variables, budget)
         if found is not MISSING:
             values[item.name] = found
     return values

@@ -246,6 +246,10 @@ def test_a_rewritten_check_gives_the_value_or_the_failure_of_the_check_as_writte
     shared = Activation(variables, hoists=union_hoists([program, compile_check(other)]))
     assert _outcome(compile_check(other), shared)[0] in ("value", "error")
     assert _outcome(program, shared) == expected
+    # after another check on one activation without a decision's paths: each check's values cut for it
+    alone = Activation(variables)
+    assert _outcome(compile_check(other), alone)[0] in ("value", "error")
+    assert _outcome(program, alone) == expected
 
 
 def test_a_path_the_call_lacks_is_charged_as_the_failure_it_is_not_as_the_largest_value() -> None:

@@ -134,3 +134,11 @@ def test_the_cuts_of_one_call_walk_at_most_the_walk_limit_together() -> None:
     half = [{"x": 1, "y": 2}] * (WALK_LIMIT // 6 + 10)  # a list and its maps: just over half the limit
     got = handed("facts.a.all(i, i.x > 0) && facts.b.all(i, i.x > 0)", {"facts": {"a": half, "b": list(half)}})
     assert sum(value is not half and value != list(half) for value in got.values()) == 1
+
+
+def test_two_checks_that_read_one_path_differently_each_get_their_own_cut_without_a_decisions_paths() -> None:
+    """Found in review: the values were kept by name only, so on an activation given no decision-wide paths
+    the second check got the first one's cut (one key of two, and a size of 1)."""
+    presence, size = compile_check("has(facts.r.x.a)"), compile_check("facts.r.x.size() == 2")
+    activation = Activation({"facts": {"r": {"x": {"a": 1, "b": 2}}}})
+    assert presence.holds(activation) and size.holds(activation)
