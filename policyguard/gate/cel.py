@@ -426,10 +426,10 @@ def union_hoists(programs: Iterable[CheckProgram]) -> frozenset[Hoist]:
 
 def _joined(items: list[Hoist]) -> Hoist:
     """One hoist for the checks that share its path: it keeps what any of them reads."""
+    if len(items) == 1:
+        return items[0]
     read = [item.need for item in items if item.need is not None]
-    if len(items) == 1 or len(read) < len(items):
-        return items[0] if len(items) == 1 else replace(items[0], need=None)
-    return replace(items[0], need=union(read))
+    return replace(items[0], need=union(read) if len(read) == len(items) else None)  # None: handed whole
 
 
 def roots_of(tree: Node) -> Roots:

@@ -51,6 +51,7 @@ The last two block the call, naming the check (fail closed).
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -101,6 +102,15 @@ def parse(source: str) -> Node:
 
 Token = tuple[str, str, int, int]
 """(kind, text, start, end): kind is string, number, name or op."""
+
+
+def plain_key(literal: str) -> str | None:
+    """The key a string literal names, when Python reads it as CEL does: quoted, not raw, bytes or
+    triple-quoted, and without an escape (CEL's escapes are not all Python's); else None."""
+    if literal[:1] not in ("'", '"') or literal.startswith(("'''", '"""')) or "\\" in literal:
+        return None
+    key = ast.literal_eval(literal)
+    return key if isinstance(key, str) else None
 
 
 def tokens(source: str) -> list[Token]:

@@ -27,12 +27,11 @@ generated values and on every shipped check.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .celcost import WALK_LIMIT, CostParseError, Node, Token, tokens
+from .celcost import CostParseError, Node, Token, plain_key, tokens
 from .celproject import Budget, Need, TooLarge, project
 
 PREFIX = "_pg"
@@ -127,12 +126,9 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
                 ends.append(found[following + 1][3])
                 following += 2
             elif text(following) == "[" and text(following + 2) == "]" and found[following + 1][0] == "string":
-                literal = found[following + 1][1]
-                if literal[0] not in "'\"" or literal.startswith(("'''", '"""')) or "\\" in literal:
+                key = plain_key(found[following + 1][1])
+                if key is None:
                     return None  # raw, bytes, triple-quoted or escaped: CEL's reading may not be Python's
-                key = ast.literal_eval(literal)
-                if not isinstance(key, str):
-                    return None
                 keys.append(key)
                 ends.append(found[following + 2][3])
                 following += 3
@@ -162,20 +158,18 @@ def hoist(source: str, tree: Node) -> tuple[str, frozenset[Hoist]] | None:
 def hoisted_values(
     hoists: frozenset[Hoist],
     variables: Mapping[str, Any],
-    read: dict[tuple[str, int], Any] | None = None,
-    budget: Budget | None = None,
+    read: dict[tuple[str, int], Any],
+    budget: Budget,
 ) -> dict[str, Any]:
     """The context of a rewritten check: each hoist that resolves, cut to what is read of it
     (:func:`~policyguard.gate.celproject.project`), and ``principal`` and ``now`` as they are.
 
     ``read``: the values already read for this call, by name and need (a decision's checks share the
     decision's need of each path, so each value is cut once and walked once; two needs of one path are two
-    cuts); a value read here is added to it. ``budget``: the items the call's cuts may
-    walk, :data:`~policyguard.gate.celcost.WALK_LIMIT` unless given; a value left when it is spent is handed
-    whole (the caller's own walk of it then finds it too large to evaluate here).
+    cuts); a value read here is added to it. ``budget``: the items the call's cuts may still walk; a value
+    left when it is spent is handed whole (the caller's own walk of it then finds it too large to evaluate
+    here).
     """
-    read = {} if read is None else read
-    budget = Budget(WALK_LIMIT) if budget is None else budget
     values = {name: variables[name] for name in ("principal", "now") if name in variables}
     for item in hoists:
         key = (item.name, id(item.need))  # a need lives as long as its check or the gate's cache of the tool

@@ -31,11 +31,10 @@ written over the call's own values (:meth:`policyguard.gate.cel.CheckProgram.eva
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from typing import Any
 
-from .celcost import Node
+from .celcost import Node, plain_key
 
 
 class Need:
@@ -123,14 +122,6 @@ _NULL = Node("lit", "null")
 _FUNCTION = Node("lit")  # the target of a global function call (size(x), type(x))
 
 
-def _plain_string(node: Node) -> bool:
-    """A string literal Python reads as CEL does: quoted, not raw, bytes or triple-quoted, and without an escape
-    (any other key is read as a computed one: every key stays)."""
-    text = node.name
-    triple = text.startswith(("'''", '"""'))
-    return node.kind == "lit" and text[:1] in ("'", '"') and not triple and "\\" not in text
-
-
 Parts = tuple[Need, ...]
 """The needs of the values an expression can stand for (a variable's parts); empty when it stands for none."""
 
@@ -159,8 +150,9 @@ class _Reader:
         if kind == "index":
             base = self._items(children[0], scope)
             key = children[1]
-            if base and _plain_string(key) and children[0].kind != "list":
-                return tuple(need.field(ast.literal_eval(key.name)) for need in base)
+            name = plain_key(key.name) if key.kind == "lit" else None  # any other key is a computed one
+            if base and name is not None and children[0].kind != "list":
+                return tuple(need.field(name) for need in base)
             self.read(key, scope)
             return base if children[0].kind == "list" else tuple(need.each() for need in base)
         if kind == "has":
