@@ -185,13 +185,15 @@ class _View:
         self._memo = memo  # the activation's: values two checks read are walked once
         self._weight: int | None = None
         self._summary: Summary | None = None
-        self._absent = absent  # hoisted names whose paths the call lacks: reading one fails at once
+        self._absent = tuple(absent)  # hoisted names whose paths the call lacks: reading one fails at once
 
     def weight(self) -> int:
-        """The weight of the view (:func:`~policyguard.gate.celcost.total_weight`); -1 when over WALK_LIMIT."""
+        """The weight of the view (:func:`~policyguard.gate.celcost.total_weight`), each absent hoisted name
+        counted as the null the summary holds for it, so it is the summary's total, the G of the cheap bound;
+        -1 when over WALK_LIMIT."""
         if self._weight is None:
             try:
-                self._weight = total_weight(self.variables, self._memo[0], WALK_LIMIT)
+                self._weight = total_weight(self.variables, self._memo[0], WALK_LIMIT) + len(self._absent)
             except TooHeavy:
                 self._weight = -1
         return self._weight

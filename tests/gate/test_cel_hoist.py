@@ -282,6 +282,35 @@ def test_rewriting_never_makes_a_check_look_costlier(source: str, args: dict[str
     assert rewritten <= written
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_checks(), MAPS, MAPS)
+def test_the_cheap_bound_is_never_below_the_estimate_either_way(
+    source: str, args: dict[str, Any], facts: dict[str, Any]
+) -> None:
+    """A check whose cheap bound fits the budget is admitted by it, without its estimate: were the bound
+    below the estimate, the engine could be handed more work than the budget allows."""
+    program = compile_check(source)
+    hoisted = program._hoisted
+    assert hoisted is not None and program._cost is not None
+    activation = Activation({"args": args, "facts": facts, "principal": "x", "now": NOW})
+    for (tree, bound), view in (
+        (program._cost, activation.view(program._roots)),
+        ((hoisted.tree, hoisted.bound), activation._hoisted_set(hoisted.hoists)),
+    ):
+        assert bound(view.weight()) >= estimate(tree, view.summary())
+
+
+def test_a_path_the_call_lacks_counts_in_the_weight_the_cheap_bound_is_taken_at() -> None:
+    """Rewritten, each path the call lacks is a null the estimate sees (one unit of the input's weight, which
+    each item a map() builds copies); the bound was taken at the weight of the values present, 53 steps
+    against an estimate of 62 here."""
+    program = compile_check("[1, 2, 3].map(v, v).size() == 3 && facts.p.q == 1 && facts.r.s == 1 && facts.t.u == 1")
+    hoisted = program._hoisted
+    assert hoisted is not None
+    view = Activation({"args": {}, "facts": {}, "principal": None})._hoisted_set(hoisted.hoists)
+    assert hoisted.bound(view.weight()) >= estimate(hoisted.tree, view.summary()) == 62
+
+
 def test_a_field_of_a_scalar_is_charged_as_the_failure_it_is_both_ways() -> None:
     """Found by the property above: rewritten, ``v`` below is exactly a's items (nulls), and reading ``v.a`` was
     charged as the whole input; as written, ``args["a"]`` merged a's and b's items, whose fields are known. The
