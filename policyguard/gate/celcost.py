@@ -572,7 +572,9 @@ def _step(node: Node) -> _Step:
             costs = [child(env) for child in children]
             shapes = [s for _, s in costs]
             shape = Shape(len(shapes) // stride, 1 + len(shapes) + sum(s.weight for s in shapes))
-            shape.items = shape.values = env.join(shapes[::stride])
+            shape.items = shape.values = env.join(shapes[::stride])  # a map's items are its keys
+            if stride == 2:  # and an index reads its values: {"a": args.l}["a"].all(...) walks args.l
+                shape.values = env.join(shapes[1::2])
             return 1 + sum(c for c, _ in costs), shape
 
         return literal
@@ -726,17 +728,26 @@ _G: Poly = (0, 1)
 
 
 class _StaticShape:
-    __slots__ = ("size", "weight", "items")
+    """:class:`Shape`'s bounds as polynomials; ``values`` (what an index reads) is ``items`` unless given."""
 
-    def __init__(self, size: Poly, items: _StaticShape | None = None, weight: Poly | None = None) -> None:
+    __slots__ = ("size", "weight", "items", "values")
+
+    def __init__(
+        self,
+        size: Poly,
+        items: _StaticShape | None = None,
+        weight: Poly | None = None,
+        values: _StaticShape | None = None,
+    ) -> None:
         self.size = size
         self.weight = size if weight is None else weight
         self.items = items
+        self.values = items if values is None else values
 
 
 _STATIC_SCALAR = _StaticShape(_ZERO)
 _ANY = _StaticShape(_G)
-_ANY.items = _ANY
+_ANY.items = _ANY.values = _ANY
 
 
 class _Static:
@@ -763,12 +774,17 @@ class _Static:
         shapes = [s for _, s in costs]
         if kind in ("has", "unary"):
             return steps, _STATIC_SCALAR
-        if kind in ("select", "index"):
+        if kind == "select":  # a field of the input, or of a value whose fields are unknown: the whole input
             return _add(steps, _G), _ANY
+        if kind == "index":  # what the target's values can be: a list literal's items may add up to more than G
+            found = shapes[0].values or _STATIC_SCALAR
+            return _add(steps, found.weight), found
         if kind in ("list", "map"):
-            count = len(shapes) // (2 if kind == "map" else 1)
             weight = _add((1 + len(shapes),), *(s.weight for s in shapes))
-            return steps, _StaticShape((count,), self.join(shapes[:: 2 if kind == "map" else 1]), weight)
+            if kind == "list":
+                return steps, _StaticShape((len(shapes),), self.join(shapes), weight)
+            items, values = self.join(shapes[::2]), self.join(shapes[1::2])
+            return steps, _StaticShape((len(shapes) // 2,), items, weight, values)
         if kind == "binary":
             left, right = shapes
             if node.name == "in":
@@ -803,7 +819,7 @@ class _Static:
         if node.name not in _ACCUMULATES:
             return steps, _STATIC_SCALAR
         if node.name == "filter":
-            out = _StaticShape(n, element, shape.weight)
+            out = _StaticShape(n, element, shape.weight, shape.values)
         else:
             out = _StaticShape(n, result, _add(_ONE, _mul(n, _add(_ONE, result.weight))))
         return _add(steps, _mul(n, _add(out.weight, _G))), out
@@ -812,8 +828,10 @@ class _Static:
         return _in_scope(self.scopes, name, shape, lambda: self.cost(body))
 
     def join(self, shapes: list[_StaticShape]) -> _StaticShape:
-        distinct = {id(s): s for s in shapes if s is not _STATIC_SCALAR}
-        if len(distinct) <= 1:
-            return next(iter(distinct.values()), _STATIC_SCALAR)
-        parts = distinct.values()
+        """:meth:`_Estimate.join`'s bound. Not deduplicated: one static shape (``_ANY``) stands for values the
+        estimate may hold apart, a map and a list inside it (``c ? args.a : args.a.b``), whose join weighs their
+        sum, up to twice the input's weight."""
+        parts = [s for s in shapes if s is not _STATIC_SCALAR]
+        if len(parts) <= 1:
+            return parts[0] if parts else _STATIC_SCALAR
         return _StaticShape(_add(*(s.size for s in parts)), _ANY, _add(*(s.weight for s in parts)))
