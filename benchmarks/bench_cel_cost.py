@@ -48,6 +48,7 @@ SHAPES: tuple[str, ...] = (
     "[0, 1, 2, 3, 4, 5, 6, 7].filter(i, i < args.a.size()).all(i, facts.b.exists(y, y.k != args.a[i].k))",
     "args.a.all(x, [facts.o][0].b.size() > 0)",  # copies that survive the rewrite: an index, then a field
     "args.a.all(x, !has(x.k.z) || x.v.w > 0)",  # fields of a string and of a number: an error at once, a step
+    'args.a.all(x, {"k": facts.b}["k"].exists(y, y.k == x.k))',  # a value read from a map literal: its items walked
 )
 SIZES: tuple[tuple[int, int], ...] = ((10, 10), (50, 200), (200, 50), (100, 1000), (1000, 100), (20, 5000))
 
