@@ -44,6 +44,30 @@ def test_the_command_denies_over_stdin_and_keeps_the_record_in_the_project(tmp_p
     assert (tmp_path / ".policyguard" / "sessions.db").is_file()
 
 
+@pytest.mark.parametrize(("preset", "seen"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
+def test_the_hook_skips_pydantic_plugin_discovery_unless_told_otherwise(
+    tmp_path: Path, preset: str | None, seen: str
+) -> None:
+    """One process per call: scanning every installed distribution for pydantic plugins costs it ~11 ms. A value
+    the user set (the empty string keeps every plugin) is left as it is."""
+    t = Transcript(tmp_path / "session.jsonl")
+    t.assistant(use("toolu_01", "get_order", order_id="O1"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CLAUDE_PROJECT_DIR": str(tmp_path)}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    if preset is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = preset
+    script = (
+        "import os, sys\nfrom policyguard.cli import main\ncode = main(sys.argv[1:])\n"
+        "print(repr(os.environ.get('PYDANTIC_DISABLE_PLUGINS')), file=sys.stderr)\nsys.exit(code)"
+    )
+    command = [sys.executable, "-c", script, "hook", "claude-code", "--policy", str(desk.POLICY),
+               "--checklist", str(desk.CHECKLIST)]  # fmt: skip
+    event = json.dumps(pre(t, "toolu_01", "get_order", order_id="O1"))
+    done = subprocess.run(command, input=event, capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "{}")
+    assert done.stderr.strip().splitlines()[-1] == repr(seen)
+
+
 @pytest.mark.parametrize("event", ["{broken", json.dumps({"session_id": "s", "hook_event_name": "PreToolUse"})])
 def test_bad_input_exits_2_with_one_line_on_stderr_never_1(tmp_path: Path, event: str) -> None:
     done = hook(event, tmp_path)
