@@ -9,8 +9,9 @@ number of messages; then one ``issue_refund`` is checked and run through
 it: the whole message list, with the write's assistant message last. Each run
 uses a fresh ``GuardedTools`` that has already seen the conversation up to the
 write (a long-running loop's state), so the figure is the per-write cost, not
-the first conversion. Printed: the median and p90 per length, and the ratio of
-the longest to the shortest.
+the first conversion. The lengths are sampled in turn, one sample of each per
+round. Printed: the median and p90 per length, and the ratio of the longest to
+the shortest.
 
 With ``--mcp`` the same refund also goes through the MCP proxy's call path,
 in process: ``GuardedUpstream.call_tool`` (the handler the proxy serves
@@ -35,8 +36,9 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from policyguard import Guard, GuardedTools
 
@@ -107,28 +109,35 @@ def guard() -> Guard:
     return Guard.from_files(policy=HERE / "policy.md", checklist=HERE / "checklist.yaml", model="none")
 
 
-def time_guarded_tools(length: int, runs: int) -> list[float]:
+Sampler = Callable[[], float]
+K = TypeVar("K")
+
+
+def guarded_tools_sampler(length: int) -> Sampler:
+    """One guarded refund through a fresh ``GuardedTools`` that has seen the conversation up to it."""
     messages, refund = conversation(length)
-    samples: list[float] = []
     shared = guard()
-    for _ in range(runs):
+
+    def sample() -> float:
         guarded = GuardedTools(shared, tools())
         guarded.openai_chat(messages[-3]["tool_calls"][0], messages[:-2])  # the loop has seen the history
         started = time.perf_counter()
         answer = guarded.openai_chat(refund, messages)
-        samples.append(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
         if "refunded" not in answer["content"]:
             sys.exit(f"the refund was not allowed at {length} messages: {answer['content']}")
-    return samples
+        return elapsed
+
+    return sample
 
 
-def time_one_shot(length: int, runs: int, *, same_list: bool) -> list[float]:
+def one_shot_sampler(length: int, *, same_list: bool) -> Sampler:
     """``Guard.check(refund, messages)`` without a session. ``same_list``: the loop appends to the list the guard
     checked its previous call with (the guard converts only the new messages); else a new list every call."""
     messages, refund = conversation(length)
-    samples: list[float] = []
     shared = guard()
-    for _ in range(runs):
+
+    def sample() -> float:
         history = messages[:-2]
         shared.check(messages[-3]["tool_calls"][0], history)  # the previous call: the guard has seen the history
         if same_list:
@@ -137,10 +146,24 @@ def time_one_shot(length: int, runs: int, *, same_list: bool) -> list[float]:
             history = history + messages[-2:]
         started = time.perf_counter()
         decision = shared.check(refund, history)
-        samples.append(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
         if decision.outcome != "allow":
             sys.exit(f"the refund was not allowed at {length} messages: {decision.message}")
-    return samples
+        return elapsed
+
+    return sample
+
+
+def interleaved(samplers: dict[K, Sampler], runs: int) -> dict[K, list[float]]:
+    """``runs`` rounds, each one sample of every sampler in turn: a drift of the machine's speed, or of the heap the
+    collector walks as earlier phases leave objects behind, falls on all of them alike (run one after the other,
+    whichever one-shot variant ran first was 15-20% slower at 2,000 messages, and the ratio moved between 1.4x and
+    2.3x from run to run)."""
+    figures: dict[K, list[float]] = {key: [] for key in samplers}
+    for _ in range(runs):
+        for key, sample in samplers.items():
+            figures[key].append(sample())
+    return figures
 
 
 READS = [
@@ -223,11 +246,18 @@ def main() -> None:
     options = parser.parse_args()
     lengths = [int(x) for x in options.lengths.split(",")]
     if not options.mcp_only:
-        figures = {length: time_guarded_tools(length, options.runs) for length in lengths}
+        figures = interleaved({length: guarded_tools_sampler(length) for length in lengths}, options.runs)
         report("GuardedTools.openai_chat, one guarded refund", lengths, figures)
     if options.one_shot and not options.mcp_only:
-        for same_list, label in ((True, "one list the loop appends to"), (False, "a new list every call")):
-            figures = {length: time_one_shot(length, options.runs, same_list=same_list) for length in lengths}
+        variants = ((True, "one list the loop appends to"), (False, "a new list every call"))
+        samplers = {
+            (label, length): one_shot_sampler(length, same_list=same_list)
+            for same_list, label in variants
+            for length in lengths
+        }
+        both = interleaved(samplers, options.runs)
+        for _, label in variants:
+            figures = {length: both[label, length] for length in lengths}
             report(f"Guard.check without a session, {label}", lengths, figures)
     if options.mcp or options.mcp_only:
         report(
