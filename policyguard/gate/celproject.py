@@ -40,7 +40,9 @@ from .celcost import Node, plain_key
 class Need:
     """What a check can observe of one value (see the module's list); built once per check, then read-only."""
 
-    __slots__ = ("whole", "keys", "tested", "kept", "fields", "elements", "items", "empty", "_merged", "_listed")
+    __slots__ = (
+        "whole", "keys", "tested", "kept", "fields", "elements", "items", "empty", "_merged", "_listed", "_frozen"
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.whole = False  # read as a value: kept as it is
@@ -53,6 +55,7 @@ class Need:
         self.empty = False  # nothing observes the value (set when frozen)
         self._merged: dict[str, Need] = {}  # a map's named values, with what a computed key reads of them
         self._listed: Need | None = None  # a list's items: what a comprehension and a computed index read
+        self._frozen = False
 
     def field(self, name: str) -> Need:
         self.kept = True
@@ -76,6 +79,9 @@ class Need:
         return self.items
 
     def _freeze(self) -> Need:
+        if self._frozen:  # a union's parts are frozen already: their merges are not made again
+            return self
+        self._frozen = True
         for child in self.fields.values():
             child._freeze()
         parts = [part for part in (self.elements, self.items) if part is not None]
