@@ -16,6 +16,12 @@ median over the passes):
 
 and how many checks a pass sends to the worker process (over the in-process budget; ~1 ms a trip).
 
+With ``--without-estimate`` it also times (a') the gate with every check admitted without its cost
+estimate, in the same passes: what a CEL engine that enforced a step limit itself would spare (``cel``
+0.10 cannot be stopped once it runs, so the gate bounds each check's work before it runs,
+``policyguard/gate/celcost.py``). It is a measurement only, made by replacing the admission in this
+process; the package has no such mode, and a check admitted this way is unbounded.
+
 The cases are ``tests/gate/data/{airline,retail}_replay_decisions.json.gz``
 (``benchmarks/gate_decisions.py``).
 """
@@ -30,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from policyguard.gate.cel import Activation, CelEvalError, CheckProgram, union_hoists
+from policyguard.gate.cel import WHOLE, Activation, CelEvalError, CheckProgram, _covers, union_hoists
 from policyguard.gate.facts import resolve_facts, resolve_principal
 from policyguard.gate.hardgate import HardGate
 from policyguard.trajectory.messages import ToolResultsView
@@ -110,6 +116,31 @@ def _sent_apart(gate: HardGate, cases: list[Any]) -> int:
     return count
 
 
+class _Unbounded:
+    """``Activation.charge`` and ``settle`` replaced by an admission with no estimate and no budget, for (a')."""
+
+    def __enter__(self) -> None:
+        self.saved = (Activation.charge, Activation.settle)
+
+        def admit(
+            self: Activation, tree: Any, bound: Any, source: str, roots: Any = WHOLE, hoists: Any = None
+        ) -> bool:
+            if hoists is None:  # the decision's shared context when it covers the check, as the gate chooses
+                wide = self._wide
+                self._contexts[roots] = self.view(wide if wide is not None and _covers(wide, roots) else roots)
+            else:
+                every = self._hoists
+                shared = every is not None and all(item.name in self._joined for item in hoists)
+                self._hoisted_contexts[hoists] = self._hoisted_set(every if every is not None and shared else hoists)
+            return True
+
+        Activation.charge = admit  # type: ignore[method-assign,assignment]
+        Activation.settle = lambda self, seconds: None  # type: ignore[method-assign]
+
+    def __exit__(self, *exc: object) -> None:
+        Activation.charge, Activation.settle = self.saved  # type: ignore[method-assign]
+
+
 def _time_floor(inputs: Floor) -> list[float]:
     clock = time.perf_counter
     times = []
@@ -140,15 +171,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", choices=("airline", "retail"), default="airline")
     parser.add_argument("--repeat", type=int, default=5, help="passes over all cases (at least 3; default 5)")
+    parser.add_argument(
+        "--without-estimate",
+        action="store_true",
+        help="also time the gate with checks admitted without their cost estimate (a measurement, not a mode)",
+    )
     args = parser.parse_args()
     module = _cases_module()
     checklist, cases = module.load_cases(module.FIXTURE.with_name(f"{args.domain}_replay_decisions.json.gz"))
     gate = HardGate(checklist)
     _time_gate(gate, cases)  # warm-up: imports, first compilations, parsed results
     _time_floor(_floor_inputs(gate, cases))
-    gate_passes, floor_passes, written_passes = [], [], []
+    gate_passes, floor_passes, written_passes, unbounded_passes = [], [], [], []
     for _ in range(max(3, args.repeat)):
         gate_passes.append(_time_gate(gate, cases))
+        if args.without_estimate:
+            with _Unbounded():
+                unbounded_passes.append(_time_gate(gate, cases))
         inputs = _floor_inputs(gate, cases)
         floor_passes.append(_time_floor(inputs))
         written_passes.append(_time_floor(_floor_inputs(gate, cases, rewritten=False)))
@@ -161,6 +200,12 @@ def main() -> None:
     print(f"checks sent to the worker process per pass: {apart}")
     print("                                          median      p99     mean   (us per decision)")
     print(f"(a) HardGate.check                       {gate_median:7.1f}  {gate_p99:7.1f}  {gate_mean:7.1f}")
+    if unbounded_passes:
+        unbounded_median, unbounded_p99, unbounded_mean = _summary(unbounded_passes)
+        print(
+            f"(a') the same, no cost estimate          {unbounded_median:7.1f}  {unbounded_p99:7.1f}  "
+            f"{unbounded_mean:7.1f}   (a measurement: unbounded, not a mode)"
+        )
     print(f"(b) the engine alone, converted contexts {floor_median:7.1f}  {floor_p99:7.1f}  {floor_mean:7.1f}")
     print(f"(b0) the same, the checks as written     {written_median:7.1f}  {written_p99:7.1f}  {written_mean:7.1f}")
     print(
