@@ -19,8 +19,9 @@ and how many checks a pass sends to the worker process (over the in-process budg
 With ``--without-estimate`` it also times (a') the gate with every check admitted without its cost
 estimate, in the same passes: what a CEL engine that enforced a step limit itself would spare (``cel``
 0.10 cannot be stopped once it runs, so the gate bounds each check's work before it runs,
-``policyguard/gate/celcost.py``). It is a measurement only, made by replacing the admission in this
-process; the package has no such mode, and a check admitted this way is unbounded.
+``policyguard/gate/celcost.py``). The few checks a pass sends to the worker process then run in this
+process too. It is a measurement only, made by replacing the admission in this process; the package has
+no such mode, and a check admitted this way is unbounded.
 
 The cases are ``tests/gate/data/{airline,retail}_replay_decisions.json.gz``
 (``benchmarks/gate_decisions.py``).
@@ -131,7 +132,7 @@ class _Unbounded:
             else:
                 every = self._hoists
                 shared = every is not None and all(item.name in self._joined for item in hoists)
-                self._hoisted_contexts[hoists] = self._hoisted_set(every if every is not None and shared else hoists)
+                self._hoisted_contexts[hoists] = self._hoisted_set(every if shared and every else hoists)
             return True
 
         Activation.charge = admit  # type: ignore[method-assign,assignment]
