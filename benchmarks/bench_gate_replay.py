@@ -126,13 +126,18 @@ class _Unbounded:
         def admit(
             self: Activation, tree: Any, bound: Any, source: str, roots: Any = WHOLE, hoists: Any = None
         ) -> bool:
-            if hoists is None:  # the decision's shared context when it covers the check, as the gate chooses
+            # the decision's shared context whenever it covers the check: with no budget, its conversion never
+            # has to fit half of what is left, the one condition of the gate's choice dropped here
+            if hoists is None:
                 wide = self._wide
-                self._contexts[roots] = self.view(wide if wide is not None and _covers(wide, roots) else roots)
+                if wide is None or not _covers(wide, roots):
+                    wide = roots
+                self._contexts[roots] = self.view(wide)
             else:
                 every = self._hoists
-                shared = every is not None and all(item.name in self._joined for item in hoists)
-                self._hoisted_contexts[hoists] = self._hoisted_set(every if shared and every else hoists)
+                if every is None or not all(item.name in self._joined for item in hoists):
+                    every = hoists
+                self._hoisted_contexts[hoists] = self._hoisted_set(every)
             return True
 
         Activation.charge = admit  # type: ignore[method-assign,assignment]

@@ -20,8 +20,8 @@ from policyguard.gate.hardgate import HardGate
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_gate_replay", ROOT / "benchmarks" / "bench_gate_replay.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -30,8 +30,8 @@ def _module(name: str) -> ModuleType:
 
 @pytest.mark.parametrize("domain", ["airline", "retail"])
 def test_the_gate_without_the_estimate_decides_every_replay_case_alike(domain: str) -> None:
-    bench = _module("bench_gate_replay")
-    cases_module = _module("gate_decisions")
+    bench = _bench()
+    cases_module = bench._cases_module()  # the benchmark's own loader of the recorded cases
     checklist, cases = cases_module.load_cases(Path(__file__).parent / "data" / f"{domain}_replay_decisions.json.gz")
     gate = HardGate(checklist)
     cases = cases[::4]  # a quarter of each replay, every tool among them
@@ -44,7 +44,7 @@ def test_the_gate_without_the_estimate_decides_every_replay_case_alike(domain: s
 
 
 def test_the_admission_is_the_packages_again_after_the_block_even_on_an_error() -> None:
-    bench = _module("bench_gate_replay")
+    bench = _bench()
     charge, settle = Activation.charge, Activation.settle
     with pytest.raises(RuntimeError), bench._Unbounded():
         assert Activation.charge is not charge
